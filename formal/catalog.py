@@ -1,0 +1,1011 @@
+"""The instruction catalog: opcode strings <-> structured forms, enumeration, legality.
+
+A *form* is one concrete spelling of a warp-level matrix instruction with every
+qualifier axis made explicit (:class:`Form`).  ``parse`` turns an opcode string into
+a form and ``Form.opcode`` prints it back in the ISA's canonical qualifier order::
+
+    >>> f = parse("mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.bf16.bf16.f32")
+    >>> f.family, f.sparsity, f.shape, f.atype, f.dtype
+    ('mma.sp', 'sp::ordered_metadata', 'm16n8k32', 'bf16', 'f32')
+
+``legality(opcode, target, ptx, sel)`` checks a form against the rules in
+``specs/{mma,mma_sp,wmma}.toml`` and returns every reason it is illegal, each with the
+PTX ISA section it comes from.  ``forms(target, ptx, family)`` enumerates the documented
+forms (the product of each syntax block, filtered by the prose constraints and, when a
+target is given, by the target/PTX requirements), each with its register operands.
+
+Legality is decided in the order Sail uses: syntax first (is this a documented
+spelling?), then the prose constraints, then target and PTX version, then the operand
+immediates (sparsity selector, block-scale selectors).
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import re
+from dataclasses import asdict, dataclass, field, fields, replace
+from functools import cached_property, lru_cache
+from typing import Any, Iterable, Iterator
+
+from .expr import Formula, FormulaError
+from .specdata import load_spec
+
+# ----------------------------------------------------------------------------------
+# errors
+
+class MalformedOpcode(ValueError):
+    """The input cannot be read as an instruction spelling at all (exit code 2)."""
+
+    def __init__(self, message: str, token: str | None = None, suggestion: str | None = None):
+        super().__init__(message)
+        self.token = token
+        self.suggestion = suggestion
+
+
+class BadArgument(ValueError):
+    """A bad target, PTX version or selector argument (exit code 2)."""
+
+
+# ----------------------------------------------------------------------------------
+# spec loading
+
+FAMILY_FILES = {"mma": "mma", "mma.sp": "mma_sp", "wmma.load": "wmma", "wmma.store": "wmma", "wmma.mma": "wmma"}
+FAMILIES = ("mma", "mma.sp", "wmma.load", "wmma.store", "wmma.mma")
+
+STR_AXES = ("sparsity", "matrix", "shape", "alayout", "blayout", "layout", "space", "kind",
+            "scale_vec", "dtype", "atype", "btype", "ctype", "stype", "bitop", "rounding")
+BOOL_AXES = ("sync", "aligned", "block_scale", "satfinite", "popc")
+AXES = ("family",) + STR_AXES + BOOL_AXES
+
+AXIS_LABEL = {
+    "sparsity": "sparsity variant", "matrix": "matrix", "shape": ".shape", "alayout": ".alayout",
+    "blayout": ".blayout", "layout": ".layout", "space": "state space", "kind": ".kind",
+    "scale_vec": ".scale_vec_size", "dtype": ".dtype", "atype": ".atype", "btype": ".btype",
+    "ctype": ".ctype", "stype": ".stype", "bitop": "bit operation", "rounding": "rounding modifier",
+    "sync": ".sync", "aligned": ".aligned", "block_scale": ".block_scale", "satfinite": ".satfinite",
+    "popc": ".popc",
+}
+
+
+def _pv(v: str) -> tuple[int, int]:
+    """PTX ISA version string -> comparable tuple."""
+    a, _, b = str(v).partition(".")
+    return int(a), int(b or 0)
+
+
+@dataclass(frozen=True)
+class SyntaxBlock:
+    family: str
+    id: str
+    group: str
+    text: str
+    section: str
+    values: dict[str, tuple]          # axis -> allowed values ('' = unset, False = absent)
+
+    def axes(self) -> list[str]:
+        return list(self.values)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A constraint, requirement or selector rule from a spec file."""
+
+    family: str
+    kind: str                         # 'constraint' | 'require' | 'selector' | 'products' | 'fragment'
+    when: Formula | None
+    data: dict
+    section: str
+
+    def applies(self, env: dict) -> bool:
+        return True if self.when is None else bool(self.when.eval(env))
+
+
+@dataclass(frozen=True)
+class Spec:
+    blocks: tuple[SyntaxBlock, ...]
+    rules: tuple[Rule, ...]
+    vocab: dict[str, frozenset]       # axis -> every value any block allows
+    scale_selectors: dict[str, dict]
+    scale_vec_default: dict[str, str]
+    default_stride: dict[str, dict]
+
+    def rules_of(self, family: str, kind: str) -> list[Rule]:
+        return [r for r in self.rules if r.family == family and r.kind == kind]
+
+
+def _blocks_and_rules(doc: dict, default_family: str | None) -> tuple[list[SyntaxBlock], list[Rule]]:
+    sec = str(doc.get("section", ""))
+    blocks: list[SyntaxBlock] = []
+    for b in doc.get("syntax", []):
+        fam = b.get("family", default_family)
+        vals: dict[str, tuple] = {}
+        for ax in STR_AXES + BOOL_AXES:
+            if ax in b:
+                vals[ax] = tuple(b[ax])
+        blocks.append(SyntaxBlock(fam, b["id"], b.get("group", ""), b.get("text", ""),
+                                  b.get("section", sec), vals))
+    fams = sorted({blk.family for blk in blocks})
+    rules: list[Rule] = []
+    for kind in ("constraint", "require", "selector", "products", "fragment"):
+        for r in doc.get(kind, []):
+            when = r.get("when")
+            f = Formula(when) if when not in (None, "", "True") else None
+            data = {k: v for k, v in r.items() if k not in ("when",)}
+            section = r.get("section", sec + {
+                "constraint": " (Description)", "require": " (PTX ISA Notes / Target ISA Notes)",
+                "selector": "", "products": "", "fragment": ".1"}[kind])
+            # a rule in a multi-family file applies to every family of the file
+            for fam in ([default_family] if default_family else fams):
+                rules.append(Rule(fam, kind, f, data, section))
+    return blocks, rules
+
+
+@lru_cache(maxsize=1)
+def spec() -> Spec:
+    blocks: list[SyntaxBlock] = []
+    rules: list[Rule] = []
+    mma, mma_sp, wmma = load_spec("mma"), load_spec("mma_sp"), load_spec("wmma")
+    for doc, fam in ((mma, "mma"), (mma_sp, "mma.sp"), (wmma, None)):
+        b, r = _blocks_and_rules(doc, fam)
+        blocks += b
+        rules += r
+    vocab: dict[str, set] = {ax: set() for ax in STR_AXES}
+    for blk in blocks:
+        for ax, vals in blk.values.items():
+            if ax in vocab:
+                vocab[ax].update(v for v in vals if v != "")
+    sel = {s["scale_vec"]: s for s in mma.get("scale_selector", [])}
+    return Spec(tuple(blocks), tuple(rules), {k: frozenset(v) for k, v in vocab.items()}, sel,
+                dict(mma.get("scale_vec_default", {})), dict(wmma.get("default_stride", {})))
+
+
+# ----------------------------------------------------------------------------------
+# targets
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    number: int
+    suffix: str          # '', 'a' or 'f'
+    ptx: str             # PTX ISA version that introduced the target string
+
+    @property
+    def family(self) -> str | None:
+        fams = load_spec("targets")["families"]
+        for fam, members in fams.items():
+            if self.number in members:
+                return fam
+        return None
+
+
+_TARGET_RE = re.compile(r"^(?:sm|compute)_(\d+)([af]?)$")
+
+
+def parse_target(name: str) -> Target:
+    """``"sm_90a"`` -> Target; raises :class:`BadArgument` for unknown targets."""
+    spec_t = load_spec("targets")["targets"]
+    s = str(name).strip().lower()
+    m = _TARGET_RE.match(s)
+    if not m or f"sm_{m.group(1)}{m.group(2)}" not in spec_t:
+        close = difflib.get_close_matches(s, list(spec_t), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise BadArgument(f"unknown target {name!r}{hint}; known: {', '.join(spec_t)}")
+    canon = f"sm_{m.group(1)}{m.group(2)}"
+    return Target(canon, int(m.group(1)), m.group(2), spec_t[canon]["ptx"])
+
+
+def check_ptx(ptx: str | float) -> str:
+    versions = load_spec("targets")["ptx"]["versions"]
+    s = str(ptx).strip()
+    if re.fullmatch(r"\d+", s):
+        s += ".0"
+    if s not in versions:
+        close = difflib.get_close_matches(s, versions, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise BadArgument(f"unknown PTX ISA version {ptx!r}{hint}; known: {versions[0]} .. {versions[-1]}")
+    return s
+
+
+def all_targets() -> list[str]:
+    return list(load_spec("targets")["targets"])
+
+
+# ----------------------------------------------------------------------------------
+# forms
+
+@dataclass(frozen=True)
+class Operand:
+    """One register operand of a form: ``count`` registers of ``reg_bits`` bits."""
+
+    name: str                 # a, b, c, d, e, scale_a, scale_b, r (wmma.load/.store fragment)
+    count: int
+    reg_bits: int             # 32 or 64
+    ptx_type: str             # f16x2, b32, f32, s32, f64
+    etype: str | None = None  # element type held
+    elems_per_reg: int = 1
+    elem_bits: int = 32       # container bits of one element
+    shift: int = 0            # bit position of the element inside its container
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Form:
+    """One concrete instruction form with every qualifier axis explicit.
+
+    String axes that an instruction does not use are ``None``.  For wmma.load/.store the
+    element type sits on the axis of the matrix it moves (``atype`` for ``wmma.load.a``,
+    ``dtype`` for ``wmma.store.d``).
+    """
+
+    family: str
+    sparsity: str | None = None
+    matrix: str | None = None
+    shape: str | None = None
+    alayout: str | None = None
+    blayout: str | None = None
+    layout: str | None = None
+    space: str | None = None
+    kind: str | None = None
+    scale_vec: str | None = None
+    dtype: str | None = None
+    atype: str | None = None
+    btype: str | None = None
+    ctype: str | None = None
+    stype: str | None = None
+    bitop: str | None = None
+    rounding: str | None = None
+    sync: bool = True
+    aligned: bool = True
+    block_scale: bool = False
+    satfinite: bool = False
+    popc: bool = False
+
+    # -- geometry ------------------------------------------------------------------
+    @cached_property
+    def mnk(self) -> tuple[int, int, int]:
+        m = re.fullmatch(r"m(\d+)n(\d+)k(\d+)", self.shape or "")
+        if not m:
+            raise ValueError(f"form has no shape: {self}")
+        return int(m.group(1)), int(m.group(2)), int(m.group(3))
+
+    @property
+    def m(self) -> int:
+        return self.mnk[0]
+
+    @property
+    def n(self) -> int:
+        return self.mnk[1]
+
+    @property
+    def k(self) -> int:
+        return self.mnk[2]
+
+    @property
+    def is_sparse(self) -> bool:
+        return self.family == "mma.sp"
+
+    @property
+    def is_wmma(self) -> bool:
+        return self.family.startswith("wmma")
+
+    @property
+    def scale_vec_effective(self) -> str | None:
+        """The .scale_vec_size in force (the ISA's defaults: mxf4 -> 2X, mxf8f6f4 -> 1X)."""
+        if not self.block_scale:
+            return None
+        return self.scale_vec or spec().scale_vec_default.get(self.kind or "")
+
+    # -- expression environment -------------------------------------------------------
+    def env(self) -> dict[str, Any]:
+        """Axis values for spec predicates ('' for unset strings)."""
+        e: dict[str, Any] = {"family": self.family}
+        for ax in STR_AXES:
+            v = getattr(self, ax)
+            e[ax] = "" if v is None else v
+        for ax in BOOL_AXES:
+            e[ax] = bool(getattr(self, ax))
+        return e
+
+    def axes(self) -> dict[str, Any]:
+        """The axes as a plain dict (unset strings omitted)."""
+        out: dict[str, Any] = {"family": self.family}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name == "family" or v is None:
+                continue
+            out[f.name] = v
+        if self.block_scale:
+            out["scale_vec_effective"] = self.scale_vec_effective
+        if self.shape:
+            out["m"], out["n"], out["k"] = self.mnk
+        return out
+
+    # -- printing -----------------------------------------------------------------------
+    @property
+    def opcode(self) -> str:
+        """The canonical spelling (qualifiers in the ISA syntax order)."""
+        return format_form(self)
+
+    def __str__(self) -> str:
+        return self.opcode
+
+    # -- operands ------------------------------------------------------------------------
+    @cached_property
+    def operands(self) -> dict[str, Operand]:
+        return {o.name: o for o in operands_of(self)}
+
+    @property
+    def selectors(self) -> tuple[int, ...] | None:
+        """Legal sparsity-selector values (mma.sp only)."""
+        if not self.is_sparse:
+            return None
+        r = _selector_rule(self)
+        return tuple(r.data["values"]) if r else None
+
+
+def _dot(*parts: str | None) -> str:
+    return "".join(f".{p}" for p in parts if p)
+
+
+def format_form(f: Form) -> str:
+    if f.family in ("mma", "mma.sp"):
+        head = "mma" + (f".{f.sparsity}" if f.sparsity else "")
+        types = [f.dtype, f.atype, f.btype, f.ctype] + ([f.stype] if f.stype else [])
+        return head + _dot("sync" if f.sync else None, "aligned" if f.aligned else None, f.shape,
+                           f.alayout, f.blayout, f"kind::{f.kind}" if f.kind else None,
+                           "block_scale" if f.block_scale else None,
+                           f"scale_vec::{f.scale_vec}" if f.scale_vec else None,
+                           "satfinite" if f.satfinite else None, *types, f.bitop,
+                           "popc" if f.popc else None, f.rounding)
+    if f.family in ("wmma.load", "wmma.store"):
+        op = f.family.split(".")[1]
+        t = {"a": f.atype, "b": f.btype, "c": f.ctype, "d": f.dtype}.get(f.matrix or "", None)
+        return f"wmma.{op}" + _dot(f.matrix, "sync" if f.sync else None, "aligned" if f.aligned else None,
+                                     f.layout, f.shape, f.space, t)
+    if f.family == "wmma.mma":
+        if f.atype == "f16" and f.btype == "f16":
+            types = [f.dtype, f.ctype]          # the f16 syntax names only .dtype.ctype
+        else:
+            types = [f.dtype, f.atype, f.btype, f.ctype]
+        return "wmma.mma" + _dot(f.bitop, "popc" if f.popc else None, "sync" if f.sync else None,
+                                 "aligned" if f.aligned else None, f.alayout, f.blayout, f.shape,
+                                 f.rounding, *types, "satfinite" if f.satfinite else None)
+    raise ValueError(f"unknown family {f.family!r}")
+
+
+# ----------------------------------------------------------------------------------
+# parsing
+
+_SHAPE_RE = re.compile(r"^m\d+n\d+k\d+$")
+
+
+def _vocab() -> dict[str, set[str]]:
+    v = spec().vocab
+    types = set(v["dtype"]) | set(v["atype"]) | set(v["btype"]) | set(v["ctype"]) | set(v["stype"])
+    return {
+        "shape": set(v["shape"]), "layout": {"row", "col"}, "type": types,
+        "kind": {f"kind::{k}" for k in v["kind"]},
+        "scale_vec": {f"scale_vec::{s}" for s in v["scale_vec"]},
+        "rounding": set(v["rounding"]), "bitop": set(v["bitop"]), "space": set(v["space"]),
+        "flag": {"sync", "aligned", "block_scale", "satfinite", "popc"},
+        "sparsity": set(v["sparsity"]),
+    }
+
+
+def _all_tokens() -> list[str]:
+    out: set[str] = {"mma", "wmma", "load", "store", "a", "b", "c", "d"}
+    for vals in _vocab().values():
+        out |= vals
+    return sorted(out)
+
+
+def _suggest(tok: str, pool: Iterable[str] | None = None) -> str | None:
+    pool = list(pool) if pool is not None else _all_tokens()
+    close = difflib.get_close_matches(tok, pool, n=1, cutoff=0.5)
+    return close[0] if close else None
+
+
+def _malformed(opcode: str, tok: str, why: str, pool: Iterable[str] | None = None) -> MalformedOpcode:
+    sug = _suggest(tok, pool)
+    msg = f"{why} '.{tok}' in '{opcode}'"
+    if sug:
+        msg += f" (closest valid spelling: '.{sug}')"
+    return MalformedOpcode(msg, tok, sug)
+
+
+def split_instruction(text: str) -> tuple[str, str]:
+    """Split 'opcode operands;' into the opcode and the operand text."""
+    s = text.strip().rstrip(";").strip()
+    parts = s.split(None, 1)
+    if not parts:
+        raise MalformedOpcode("empty instruction")
+    return parts[0], (parts[1] if len(parts) > 1 else "")
+
+
+def parse(opcode: str) -> Form:
+    """Parse an opcode string (operands, if present, are ignored) into a :class:`Form`.
+
+    Raises :class:`MalformedOpcode` naming the offending qualifier and the closest valid
+    spelling when the string is not an instruction spelling at all.
+    """
+    if not isinstance(opcode, str):
+        raise MalformedOpcode(f"opcode must be a string, got {type(opcode).__name__}")
+    op, _ = split_instruction(opcode)
+    toks = op.split(".")
+    if any(t == "" for t in toks):
+        raise MalformedOpcode(f"empty qualifier (two dots in a row, or a trailing dot) in '{op}'")
+    head = toks[0]
+    if head not in ("mma", "wmma"):
+        raise _malformed(op, head, "unknown instruction", ["mma", "wmma"])
+    vocab = _vocab()
+    ax: dict[str, Any] = {"sync": False, "aligned": False}
+    rest: list[str]
+    if head == "mma":
+        rest = toks[1:]
+        if rest and rest[0] in vocab["sparsity"]:
+            ax["family"], ax["sparsity"] = "mma.sp", rest[0]
+            rest = rest[1:]
+        elif rest and rest[0].startswith("sp"):
+            raise _malformed(op, rest[0], "unknown sparsity variant", vocab["sparsity"])
+        else:
+            ax["family"] = "mma"
+    else:
+        if len(toks) < 2 or toks[1] not in ("load", "store", "mma"):
+            raise _malformed(op, toks[1] if len(toks) > 1 else "", "unknown wmma operation", ["load", "store", "mma"])
+        ax["family"] = f"wmma.{toks[1]}"
+        rest = toks[2:]
+        if toks[1] in ("load", "store"):
+            allowed = ["a", "b", "c"] if toks[1] == "load" else ["d"]
+            if not rest or rest[0] not in allowed:
+                got = rest[0] if rest else ""
+                raise _malformed(op, got, f"wmma.{toks[1]} must name its matrix ({'/'.join('.' + a for a in allowed)}), got",
+                                 allowed)
+            ax["matrix"] = rest[0]
+            rest = rest[1:]
+
+    types: list[str] = []
+    layouts: list[str] = []
+    seen: set[str] = set()
+
+    def once(key: str, tok: str) -> None:
+        if key in seen:
+            raise MalformedOpcode(f"duplicate qualifier '.{tok}' in '{op}'", tok)
+        seen.add(key)
+
+    for t in rest:
+        if t in vocab["flag"]:
+            once(t, t)
+            ax[t] = True
+        elif _SHAPE_RE.match(t):
+            if t not in vocab["shape"]:
+                raise _malformed(op, t, "unknown shape", vocab["shape"])
+            once("shape", t)
+            ax["shape"] = t
+        elif t in vocab["layout"]:
+            layouts.append(t)
+        elif t in vocab["type"]:
+            types.append(t)
+        elif t in vocab["kind"]:
+            once("kind", t)
+            ax["kind"] = t.split("::", 1)[1]
+        elif t in vocab["scale_vec"]:
+            once("scale_vec", t)
+            ax["scale_vec"] = t.split("::", 1)[1]
+        elif t in vocab["rounding"]:
+            once("rounding", t)
+            ax["rounding"] = t
+        elif t in vocab["bitop"]:
+            once("bitop", t)
+            ax["bitop"] = t
+        elif t in vocab["space"]:
+            once("space", t)
+            ax["space"] = t
+        elif t in vocab["sparsity"]:
+            raise MalformedOpcode(f"sparsity variant '.{t}' must follow 'mma' directly in '{op}'", t)
+        else:
+            pool = [x for vs in vocab.values() for x in vs]
+            if t.startswith("kind::"):
+                pool = list(vocab["kind"])
+            elif t.startswith("scale_vec::"):
+                pool = list(vocab["scale_vec"])
+            raise _malformed(op, t, "unknown qualifier", pool)
+
+    fam = ax["family"]
+    if "shape" not in ax:
+        raise MalformedOpcode(f"missing shape qualifier (e.g. '.m16n8k16') in '{op}'")
+    # layouts
+    if fam in ("mma", "mma.sp", "wmma.mma"):
+        if len(layouts) != 2:
+            raise MalformedOpcode(f"{fam} takes two layout qualifiers (.alayout.blayout), got {len(layouts)} in '{op}'")
+        ax["alayout"], ax["blayout"] = layouts
+    else:
+        if len(layouts) != 1:
+            raise MalformedOpcode(f"{fam} takes one layout qualifier (.row or .col), got {len(layouts)} in '{op}'")
+        ax["layout"] = layouts[0]
+    # types, by position
+    if fam in ("mma", "mma.sp"):
+        want = 5 if ax.get("block_scale") else 4
+        if len(types) != want:
+            names = ".dtype.atype.btype.ctype" + (".stype" if want == 5 else "")
+            extra = "" if want == 5 or len(types) != 5 else " (a fifth type, .stype, needs .block_scale)"
+            raise MalformedOpcode(f"{fam} takes {want} type qualifiers ({names}), got {len(types)} in '{op}'{extra}")
+        ax["dtype"], ax["atype"], ax["btype"], ax["ctype"] = types[:4]
+        if want == 5:
+            ax["stype"] = types[4]
+    elif fam == "wmma.mma":
+        if len(types) == 2:
+            ax["dtype"], ax["ctype"] = types
+            ax["atype"] = ax["btype"] = "f16"   # "For wmma.mma without explicit .atype and .btype: ... implicitly set to .f16"
+        elif len(types) == 4:
+            ax["dtype"], ax["atype"], ax["btype"], ax["ctype"] = types
+        else:
+            raise MalformedOpcode(f"wmma.mma takes 2 (.dtype.ctype) or 4 (.dtype.atype.btype.ctype) type qualifiers, got {len(types)} in '{op}'")
+    else:
+        if len(types) != 1:
+            raise MalformedOpcode(f"{fam} takes one type qualifier, got {len(types)} in '{op}'")
+        ax[{"a": "atype", "b": "btype", "c": "ctype", "d": "dtype"}[ax["matrix"]]] = types[0]
+    return Form(**ax)
+
+
+_IMM = r"(0[xX][0-9a-fA-F]+|\d+)"
+
+
+def parse_instruction(text: str) -> tuple[Form, dict[str, Any]]:
+    """Parse a whole instruction line; returns the form and the immediates found.
+
+    For ``mma.sp`` the sparsity selector ``f`` (the operand after ``e``) is returned as
+    ``sel`` when it is an immediate; for ``.block_scale`` forms the selector pairs
+    ``{byte-id, thread-id}`` are returned as ``scale_a``/``scale_b`` when immediate.
+    """
+    op, operands = split_instruction(text)
+    form = parse(op)
+    out: dict[str, Any] = {}
+    if not operands:
+        return form, out
+    # top-level comma split (ignore commas inside braces)
+    parts, depth, cur = [], 0, ""
+    for ch in operands:
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        parts.append(cur.strip())
+    nbase = 4
+    if form.is_sparse and len(parts) > 5:
+        m = re.fullmatch(_IMM, parts[5])
+        if m:
+            out["sel"] = int(m.group(1), 0)
+        nbase = 6
+    if form.block_scale and len(parts) >= nbase + 4:
+        for key, idx in (("scale_a", nbase + 1), ("scale_b", nbase + 3)):
+            m = re.fullmatch(r"\{\s*" + _IMM + r"\s*,\s*" + _IMM + r"\s*\}", parts[idx])
+            if m:
+                out[key] = (int(m.group(1), 0), int(m.group(2), 0))
+    return form, out
+
+
+# ----------------------------------------------------------------------------------
+# legality
+
+@dataclass
+class Reason:
+    message: str
+    section: str
+    kind: str                 # syntax | constraint | target | ptx | selector | argument
+    text: str = ""            # the ISA sentence the rule quotes
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        return f"{self.message} [PTX ISA {self.section}]"
+
+
+@dataclass
+class Legality:
+    opcode: str
+    form: Form | None
+    target: str
+    ptx: str
+    sel: int | None
+    reasons: list[Reason] = field(default_factory=list)
+    matched: list[str] = field(default_factory=list)   # syntax blocks the form belongs to
+
+    @property
+    def ok(self) -> bool:
+        return not self.reasons
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def to_dict(self) -> dict:
+        return {
+            "opcode": self.opcode,
+            "canonical": self.form.opcode if self.form else None,
+            "target": self.target,
+            "ptx": self.ptx,
+            "sel": self.sel,
+            "legal": self.ok,
+            "reasons": [r.to_dict() for r in self.reasons],
+            "syntax": self.matched,
+            "form": self.form.axes() if self.form else None,
+            "operands": {k: v.to_dict() for k, v in self.form.operands.items()} if (self.form and self.ok) else None,
+        }
+
+
+def _block_mismatches(form: Form, blk: SyntaxBlock) -> list[str]:
+    env = form.env()
+    bad: list[str] = []
+    if blk.family != form.family:
+        return ["family"]
+    for ax in STR_AXES + BOOL_AXES:
+        v = env[ax]
+        if ax in blk.values:
+            if v not in blk.values[ax]:
+                bad.append(ax)
+        else:
+            if ax in BOOL_AXES:
+                if v != (ax in ("sync", "aligned")):   # .sync/.aligned mandatory, flags absent
+                    bad.append(ax)
+            elif v != "":
+                bad.append(ax)
+    return bad
+
+
+def syntax_blocks(form: Form) -> list[SyntaxBlock]:
+    """The syntax blocks that document this form (empty when none does)."""
+    return [b for b in spec().blocks if not _block_mismatches(form, b)]
+
+
+def _fmt_val(ax: str, v: Any) -> str:
+    if ax in BOOL_AXES:
+        return f".{ax}" if v else f"no .{ax}"
+    if v in ("", None):
+        return "none"
+    if ax == "kind":
+        return f".kind::{v}"
+    if ax == "scale_vec":
+        return f".scale_vec::{v}"
+    return f".{v}"
+
+
+def _syntax_reasons(form: Form) -> list[Reason]:
+    cands = [b for b in spec().blocks if b.family == form.family]
+    scored = [(len(_block_mismatches(form, b)), b) for b in cands]
+    best = min(s for s, _ in scored)
+    reasons: list[Reason] = []
+    seen: set[str] = set()
+    env = form.env()
+    for score, blk in scored:
+        if score != best:
+            continue
+        for ax in _block_mismatches(form, blk):
+            v = env[ax]
+            if ax in ("sync", "aligned") and not v:
+                msg = f"missing mandatory qualifier .{ax}"
+            elif ax in blk.values:
+                allowed = ", ".join(_fmt_val(ax, x) for x in blk.values[ax])
+                msg = (f"{AXIS_LABEL[ax]} {_fmt_val(ax, v)} is not allowed in "
+                       f"'{blk.group}' ({blk.text.split(';')[0].strip()}); allowed: {allowed}")
+            else:
+                msg = f"{_fmt_val(ax, v)} is not allowed in '{blk.group}' ({blk.text.split(';')[0].strip()})"
+            if msg not in seen:
+                seen.add(msg)
+                reasons.append(Reason(msg, f"{blk.section} (Syntax)", "syntax", blk.text))
+    return reasons
+
+
+def _constraint_reasons(form: Form) -> list[Reason]:
+    env = form.env()
+    out = []
+    for r in spec().rules_of(form.family, "constraint"):
+        if r.applies(env) and not bool(Formula(r.data["require"]).eval(env)):
+            out.append(Reason(r.data["message"].format(**env), r.section, "constraint", r.data.get("text", "")))
+    return out
+
+
+def _family_members(fam: str) -> list[int]:
+    return list(load_spec("targets")["families"].get(fam, []))
+
+
+def _target_ok(r: dict, t: Target, ptx: str) -> tuple[bool, str]:
+    """Whether target t satisfies requirement r's target part; the message if not."""
+    if "sm" in r:
+        n = int(r["sm"])
+        return t.number >= n, f"requires sm_{n} or higher"
+    if "targets" in r:
+        ts = list(r["targets"])
+        return t.name in ts, f"requires one of {', '.join(ts)}"
+    if "arch" in r:
+        arch = r["arch"]
+        if t.name == arch:
+            return True, ""
+        fam, fptx = r.get("family"), r.get("family_ptx")
+        arch_n = int(re.match(r"sm_(\d+)", arch).group(1))
+        members = _family_members(fam) if fam else []
+        in_family = (t.suffix in ("a", "f") and t.number in members and arch_n in members
+                     and members.index(t.number) >= members.index(arch_n))
+        if in_family and fptx and _pv(ptx) >= _pv(fptx):
+            return True, ""
+        fam_targets = [f"sm_{n}{s}" for n in members[members.index(arch_n):] for s in ("f", "a")
+                       if f"sm_{n}{s}" != arch] if fam and arch_n in members else []
+        msg = f"requires {arch}"
+        if fam_targets and fptx:
+            msg += f", or from PTX ISA {fptx} a {fam} family target ({', '.join(fam_targets)})"
+        if in_family:
+            msg += f"; on {t.name} it needs PTX ISA {fptx} or later"
+        return False, msg
+    return True, ""
+
+
+def _requirement_reasons(form: Form, t: Target, ptx: str) -> list[Reason]:
+    env = form.env()
+    out: list[Reason] = []
+    seen: set[str] = set()
+
+    def add(msg: str, sec: str, kind: str, text: str) -> None:
+        if msg not in seen:
+            seen.add(msg)
+            out.append(Reason(msg, sec, kind, text))
+
+    for r in spec().rules_of(form.family, "require"):
+        if not r.applies(env):
+            continue
+        d = r.data
+        ok, msg = _target_ok(d, t, ptx)
+        if not ok:
+            add(msg, r.section, "target", d.get("text", ""))
+        if "ptx" in d and _pv(ptx) < _pv(d["ptx"]):
+            add(f"requires PTX ISA {d['ptx']} or later", r.section, "ptx", d.get("text", ""))
+        if "ptx_max" in d and _pv(ptx) > _pv(d["ptx_max"]):
+            add(f"not allowed after PTX ISA {d['ptx_max']}", r.section, "ptx", d.get("text", ""))
+    if _pv(ptx) < _pv(t.ptx):
+        add(f"target {t.name} requires PTX ISA {t.ptx} or later", "11.1.2 (.target, PTX ISA Notes)", "ptx",
+            f"Target string {t.name} introduced in PTX ISA version {t.ptx}.")
+    removed = load_spec("targets")["targets"][t.name].get("removed_in")
+    if removed and _pv(ptx) >= _pv(removed):
+        new = load_spec("targets")["targets"][t.name]["renamed"]
+        add(f"target {t.name} is renamed {new} from PTX ISA {removed}", "11.1.2 (.target, Notes)", "ptx",
+            f"Targets sm_{{101,101f,101a}} are renamed to targets sm_{{110,110f,110a}} from PTX ISA version {removed}.")
+    return out
+
+
+def _selector_rule(form: Form) -> Rule | None:
+    env = form.env()
+    for r in spec().rules_of("mma.sp", "selector"):
+        if r.applies(env):
+            return r
+    return None
+
+
+def _selector_reasons(form: Form, sel: int | None, scale_a, scale_b) -> list[Reason]:
+    out: list[Reason] = []
+    if sel is not None:
+        if not form.is_sparse:
+            out.append(Reason(f"a sparsity selector ({sel}) is only an operand of mma.sp", "9.7.14.6.3", "argument"))
+        else:
+            r = _selector_rule(form)
+            vals = list(r.data["values"]) if r else [0, 1, 2, 3]
+            if sel not in vals:
+                allowed = ", ".join(map(str, vals))
+                out.append(Reason(f"sparsity selector {sel} is out of range for {form.shape} (allowed {allowed})",
+                                  r.section if r else "9.7.14.6.1", "selector", r.data.get("text", "") if r else ""))
+    for name, pair in (("a", scale_a), ("b", scale_b)):
+        if pair is None:
+            continue
+        if not form.block_scale:
+            out.append(Reason(f"scale selectors are only operands of .block_scale forms", "9.7.14.3", "argument"))
+            continue
+        tab = spec().scale_selectors.get(form.scale_vec_effective or "", {})
+        byte_id, thread_id = pair
+        for comp, val in ((f"byte-id-{name}", byte_id), (f"thread-id-{name}", thread_id)):
+            allowed = tab.get(comp.replace("-", "_"), [])
+            if val not in allowed:
+                out.append(Reason(f"{comp} {val} is not valid for .scale_vec::{form.scale_vec_effective} "
+                                  f"(allowed {', '.join(map(str, allowed))}); undefined behaviour",
+                                  "9.7.14.3 (Table 37)", "selector"))
+    return out
+
+
+def legality(opcode: str | Form, target: str = "sm_90", ptx: str | float = "9.0", sel: int | None = None,
+             scale_a: tuple[int, int] | None = None, scale_b: tuple[int, int] | None = None) -> Legality:
+    """Decide whether ``opcode`` is legal on ``target`` with PTX ISA ``ptx``.
+
+    Raises :class:`MalformedOpcode` / :class:`BadArgument` for input that is not an
+    instruction spelling or an unknown target/version; otherwise returns a
+    :class:`Legality` whose ``.ok`` is the verdict and ``.reasons`` every reason.
+    """
+    form = opcode if isinstance(opcode, Form) else parse(opcode)
+    t = parse_target(target)
+    p = check_ptx(ptx)
+    res = Legality(opcode if isinstance(opcode, str) else form.opcode, form, t.name, p, sel)
+    blocks = syntax_blocks(form)
+    res.matched = [b.id for b in blocks]
+    if not blocks:
+        res.reasons += _syntax_reasons(form)
+    else:
+        res.reasons += _constraint_reasons(form)
+        res.reasons += _requirement_reasons(form, t, p)
+    res.reasons += _selector_reasons(form, sel, scale_a, scale_b)
+    return res
+
+
+def is_documented(form: Form) -> bool:
+    """In some syntax block and satisfying every prose constraint (ignoring targets)."""
+    return bool(syntax_blocks(form)) and not _constraint_reasons(form)
+
+
+# ----------------------------------------------------------------------------------
+# enumeration
+
+def _block_forms(blk: SyntaxBlock) -> Iterator[Form]:
+    axes = list(blk.values)
+    for combo in itertools.product(*(blk.values[a] for a in axes)):
+        kw: dict[str, Any] = {"family": blk.family}
+        for a, v in zip(axes, combo):
+            kw[a] = (None if v == "" else v) if a in STR_AXES else bool(v)
+        yield Form(**kw)
+
+
+@lru_cache(maxsize=1)
+def documented_forms() -> tuple[Form, ...]:
+    """Every form the text documents, for any target (deduplicated, spec order)."""
+    seen: dict[Form, None] = {}
+    for blk in spec().blocks:
+        for f in _block_forms(blk):
+            if f not in seen and not _constraint_reasons(f):
+                seen[f] = None
+    return tuple(seen)
+
+
+def _family_match(form: Form, family: str | None) -> bool:
+    if family in (None, "", "all"):
+        return True
+    fam = family.strip()
+    if fam in ("sp", "sparse"):
+        fam = "mma.sp"
+    if fam == "wmma":
+        return form.is_wmma
+    if fam in ("mma.sp::ordered_metadata", "mma.sp.ordered_metadata"):
+        return form.sparsity == "sp::ordered_metadata"
+    if fam == "mma.sp.sp" or fam == "mma.sp-plain":
+        return form.sparsity == "sp"
+    return form.family == fam
+
+
+def check_family(family: str | None) -> None:
+    ok = {None, "", "all", "sp", "sparse", "wmma", "mma.sp::ordered_metadata", *FAMILIES}
+    if family not in ok:
+        close = difflib.get_close_matches(str(family), [x for x in ok if x], n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise BadArgument(f"unknown family {family!r}{hint}; known: mma, mma.sp, mma.sp::ordered_metadata, wmma, wmma.load, wmma.store, wmma.mma")
+
+
+def forms(target: str | None = None, ptx: str | float | None = None, family: str | None = None) -> list[Form]:
+    """Every documented form legal on ``target`` with PTX ``ptx`` (either may be None = any)."""
+    check_family(family)
+    out = [f for f in documented_forms() if _family_match(f, family)]
+    if target is None and ptx is None:
+        return out
+    t = parse_target(target or "sm_121a")
+    p = check_ptx(ptx) if ptx is not None else load_spec("targets")["ptx"]["versions"][-1]
+    if target is None:
+        # any target: keep forms legal on at least one target at this PTX version
+        ts = [parse_target(n) for n in all_targets()]
+        return [f for f in out if any(not _requirement_reasons(f, tt, p) for tt in ts)]
+    return [f for f in out if not _requirement_reasons(f, t, p)]
+
+
+# ----------------------------------------------------------------------------------
+# operands (register counts and types)
+
+def _format(name: str) -> dict:
+    return load_spec("formats")[name]
+
+
+def element_container(t: str, kind: str | None) -> tuple[int, int]:
+    """(container bits, shift) of one element of type t under .kind."""
+    conts = load_spec("formats").get("containers", {})
+    if kind and f"kind::{kind}" in conts and t in conts[f"kind::{kind}"]:
+        c = conts[f"kind::{kind}"][t]
+        return int(c["container"]), int(c.get("shift", 0))
+    return int(_format(t)["container"]), 0
+
+
+def _ptx_reg_type(t: str, bits: int) -> str:
+    if t == "f16":
+        return "f16x2"
+    return {"f32": "f32", "s32": "s32", "f64": "f64"}.get(t, "b64" if bits == 64 else "b32")
+
+
+def products_per_warp(form: Form) -> int:
+    env = form.env()
+    for r in spec().rules_of(form.family if form.family in ("mma", "mma.sp") else "mma", "products"):
+        if form.family in ("mma", "mma.sp") and r.applies(env):
+            return int(r.data["count"])
+    return 1
+
+
+def _mma_operand(form: Form, name: str, rows: int, cols: int, t: str) -> Operand:
+    lanes = 32 // products_per_warp(form)
+    elems = rows * cols // lanes
+    cbits, shift = element_container(t, form.kind)
+    reg_bits = 64 if t == "f64" else 32
+    total = elems * cbits
+    if total % reg_bits:
+        raise ValueError(f"{form.opcode}: operand {name} holds {total} bits per lane, not a whole number of registers")
+    return Operand(name, total // reg_bits, reg_bits, _ptx_reg_type(t, reg_bits), t,
+                   reg_bits // cbits, cbits, shift)
+
+
+def operands_of(form: Form) -> list[Operand]:
+    if form.family in ("mma", "mma.sp"):
+        m, n, k = form.mnk
+        ka = k // 2 if form.is_sparse else k
+        ops = [_mma_operand(form, "a", m, ka, form.atype), _mma_operand(form, "b", k, n, form.btype),
+               _mma_operand(form, "c", m, n, form.ctype), _mma_operand(form, "d", m, n, form.dtype)]
+        if form.is_sparse:
+            ops.append(Operand("e", 1, 32, "b32", None, 1, 32))
+        if form.block_scale:
+            ops.append(Operand("scale_a", 1, 32, "b32", form.stype, 4, 8))
+            ops.append(Operand("scale_b", 1, 32, "b32", form.stype, 4, 8))
+        return ops
+    # wmma: register counts are tabulated in specs/wmma.toml (fragments are opaque)
+    def frag(name: str, matrix: str, t: str) -> Operand:
+        env = {"type": t, "matrix": matrix, "shape": form.shape}
+        for r in spec().rules_of(form.family, "fragment"):
+            if r.applies(env):
+                regs = r.data["regs"]
+                regs = int(Formula(regs).eval(env)) if isinstance(regs, str) else int(regs)
+                ptype = r.data["ptx_type"]
+                reg_bits = 64 if ptype == "f64" else 32
+                cbits, shift = element_container(t, None)
+                return Operand(name, regs, reg_bits, ptype, t, max(1, reg_bits // cbits), cbits, shift)
+        raise ValueError(f"no wmma fragment entry for type {t} matrix {matrix} shape {form.shape}")
+
+    if form.family == "wmma.load":
+        t = {"a": form.atype, "b": form.btype, "c": form.ctype}[form.matrix]
+        return [frag("r", form.matrix, t)]
+    if form.family == "wmma.store":
+        return [frag("r", "c", form.dtype)]
+    return [frag("a", "a", form.atype), frag("b", "b", form.btype), frag("c", "c", form.ctype),
+            frag("d", "c", form.dtype)]
+
+
+def default_stride(form: Form) -> int | None:
+    """wmma.load/.store default stride in elements (9.7.14.4.2)."""
+    if form.family not in ("wmma.load", "wmma.store"):
+        return None
+    mat = "c" if form.matrix in ("c", "d") else form.matrix
+    return int(spec().default_stride[form.shape][f"{mat}_{form.layout}"])
+
+
+def describe(form: Form) -> dict[str, Any]:
+    """A JSON-able description: axes, operands, selectors."""
+    d = {"opcode": form.opcode, "axes": form.axes(),
+         "operands": {k: v.to_dict() for k, v in form.operands.items()}}
+    if form.is_sparse:
+        d["selectors"] = list(form.selectors or ())
+    if form.block_scale:
+        d["scale_selectors"] = spec().scale_selectors.get(form.scale_vec_effective or "", {})
+    return d
+
+
+def requirements(form: Form) -> list[dict]:
+    """The target/PTX requirements that apply to a form (for explain/listing)."""
+    env = form.env()
+    return [dict(r.data, section=r.section) for r in spec().rules_of(form.family, "require") if r.applies(env)]
+
+
+def min_ptx(form: Form) -> str:
+    vs = [r["ptx"] for r in requirements(form) if "ptx" in r]
+    return max(vs, key=_pv) if vs else "6.0"

@@ -1,0 +1,365 @@
+"""The block FMA of a tensor core, vectorised (numerics.md §2), plus exact rounding.
+
+Reading guide (sm_90 f16 -> f32, ``mma.sync.m16n8k16``; the numbers are the sm_90
+parameters of :mod:`formal.numerics.sm90`)::
+
+    inputs   a_k, b_k (k = 0..15) in f16, c in f32
+    step 1   specials: NaN if a NaN is present, or Inf*0, or +Inf and -Inf meet; else an
+             Inf present -> that Inf.                                  (_specials)
+    step 2   decode without normalising: x = sig * 2**(e - 10), e pinned at -14 for
+             subnormals.                                               (formats.decode)
+    step 3   exact products p_k = sig_a*sig_b * 2**(e_a + e_b - 20); alignment exponent
+             e_a + e_b even when sig_a*sig_b >= 2**21; zero products take no part.
+                                                                       (product_terms)
+    step 4   c is an addend like the products, aligned by its own (f32) exponent.
+    step 5   E = max(all alignment exponents); E = max(E, minexp = -133).
+    step 6   every addend is cut to the grid 2**(E - 25): m_k = floor(|v_k| / 2**(E-25)),
+             then signed (truncation toward zero, per term).
+    step 7   S = sum of the m_k, an exact integer (int64).
+    step 8   D = round(S * 2**(E - 25)) into f32 with RZ; gradual underflow; overflow
+             gives +-Inf even in RZ.                                   (formats.encode)
+    step 9   K > n: blocks of n consecutive k; block j+1 takes block j's rounded D as c.
+                                                                       (chain)
+
+All arrays carry the K (term) axis FIRST, ``[K, *batch]``: reductions over axis 0 are
+plain element-wise passes, which is what makes numpy fast here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .formats import Decoded, Format, bitlen, decode, encode, get_format
+from .params import BlockFMA
+
+#: alignment exponent given to zero terms: far below any real exponent, so a zero
+#: never wins the max of step 5 and is shifted out entirely in step 6.
+NEG_E = -(1 << 20)
+
+
+@dataclass
+class Terms:
+    """Addends, term axis first: value_k = (-1)**neg_k * mag_k * 2**(e_k - fb).
+
+    e is the *alignment* exponent (NEG_E for zero terms).  nan/pinf/ninf are per-term
+    special flags, or None when the whole batch has no special value (fast path).
+    """
+
+    neg: np.ndarray
+    mag: np.ndarray
+    e: np.ndarray
+    fb: int
+    nan: np.ndarray | None = None
+    pinf: np.ndarray | None = None
+    ninf: np.ndarray | None = None
+
+    def take(self, idx) -> "Terms":
+        if isinstance(idx, slice):
+            sl = lambda x: None if x is None else x[idx]  # noqa: E731
+        else:
+            idx = np.asarray(idx)
+            sl = lambda x: None if x is None else np.take(x, idx, axis=0)  # noqa: E731
+        return Terms(sl(self.neg), sl(self.mag), sl(self.e), self.fb, sl(self.nan), sl(self.pinf), sl(self.ninf))
+
+    @property
+    def K(self) -> int:
+        return self.mag.shape[0]
+
+
+# ---------------------------------------------------------------------------
+# Building terms
+# ---------------------------------------------------------------------------
+
+def unpin_subnormals(d: Decoded) -> Decoded:
+    """Give subnormal elements the exponent of their leading one (value unchanged)."""
+    f = d.fmt
+    if f.cls != "float":
+        return d
+    sub = (d.sig != 0) & (d.sig < (1 << f.mantissa))
+    if not np.any(sub):
+        return d
+    nb = bitlen(d.sig)
+    sh = np.where(sub, f.mantissa + 1 - nb, 0)
+    return Decoded(f, d.neg, d.sig << sh, d.exp - sh, d.nan, d.inf, d.zero)
+
+
+def _special_flags(ds: list[Decoded]):
+    """Per-element flags of a product of factors: (nan, inf) before sign."""
+    nan = np.zeros((), bool)
+    anyinf = np.zeros((), bool)
+    anyzero = np.zeros((), bool)
+    for d in ds:
+        nan = nan | d.nan
+        anyinf = anyinf | d.inf
+        anyzero = anyzero | d.zero
+    nan = nan | (anyinf & anyzero)
+    inf = anyinf & ~nan
+    return nan, inf
+
+
+def product_terms(factors: list[Decoded]) -> Terms:
+    """Exact products of several decoded factors ([..., K] each, broadcastable).
+
+    Returns K-first Terms whose alignment exponent is the sum of the factors' field
+    exponents (numerics.md §2 step 3): a product keeps the exponent ``e_a + e_b`` even
+    when its significand product is >= 2 (see :func:`fix_normalised_exponent` for the
+    normalised alternative).
+    """
+    mv = lambda x: np.moveaxis(x, -1, 0)  # noqa: E731
+    fb = sum(d.fmt.mantissa for d in factors)
+    mag = e = neg = zero = None
+    for d in factors:
+        mag = mv(d.sig) if mag is None else mag * mv(d.sig)
+        e = mv(d.exp) if e is None else e + mv(d.exp)
+        neg = mv(d.neg) if neg is None else neg ^ mv(d.neg)
+        z = d.zero | d.nan | d.inf
+        zero = mv(z) if zero is None else zero | mv(z)
+    shape = np.broadcast_shapes(*[mv(d.sig).shape for d in factors])
+    mag = np.broadcast_to(mag, shape)
+    e = np.broadcast_to(np.where(zero, NEG_E, e), shape)
+    neg = np.broadcast_to(neg, shape)
+    terms = Terms(neg, mag, e, fb)
+    if any(np.any(d.nan | d.inf) for d in factors):
+        nan, inf = _special_flags([Decoded(d.fmt, mv(d.neg), mv(d.sig), mv(d.exp), mv(d.nan), mv(d.inf),
+                                           mv(d.zero)) for d in factors])
+        nan = np.broadcast_to(nan, shape)
+        inf = np.broadcast_to(inf, shape)
+        terms.nan, terms.pinf, terms.ninf = nan, inf & ~neg, inf & neg
+    return terms
+
+
+def fix_normalised_exponent(t: Terms) -> Terms:
+    """Replace alignment exponents by the leading-one exponent (normalised products)."""
+    nz = t.mag != 0
+    e = np.where(nz, t.e + bitlen(np.asarray(t.mag, np.int64)) - 1 - t.fb, NEG_E)
+    return Terms(t.neg, t.mag, e, t.fb, t.nan, t.pinf, t.ninf)
+
+
+def value_terms(d: Decoded) -> Terms:
+    """One addend per element (e.g. c), as K=1 Terms: [1, *shape]."""
+    ex = lambda x: x[None]  # noqa: E731
+    e = np.where(d.zero | d.nan | d.inf, NEG_E, d.exp)
+    t = Terms(ex(d.neg), ex(d.sig), ex(e), d.fmt.mantissa)
+    if np.any(d.nan | d.inf):
+        t.nan, t.pinf, t.ninf = ex(d.nan), ex(d.inf & ~d.neg), ex(d.inf & d.neg)
+    return t
+
+
+def c_terms(c_codes, ctype: str, p: BlockFMA) -> Terms:
+    """The accumulator input as an addend: read as an f32 when ``p.c_as_f32``."""
+    f = get_format(ctype)
+    d = decode(c_codes, f)
+    if p.c_as_f32 and f.name != "f32" and f.is_float:
+        d = decode(encode(d.neg, d.sig, d.lsb, "f32", "rn", nan=d.nan, inf=d.inf), "f32")
+    elif not p.pin_subnormals:
+        d = unpin_subnormals(d)
+    return value_terms(d)
+
+
+# ---------------------------------------------------------------------------
+# Steps 1 and 5-8
+# ---------------------------------------------------------------------------
+
+def _any0(x):
+    return np.logical_or.reduce(x, axis=0)
+
+
+def _specials(groups: list[Terms], shape):
+    """Step 1: per-output (nan, inf, inf_negative) of a set of addend groups."""
+    nan = np.zeros(shape, bool)
+    pinf = np.zeros(shape, bool)
+    ninf = np.zeros(shape, bool)
+    have = False
+    for g in groups:
+        if g.nan is None:
+            continue
+        have = True
+        nan |= _any0(g.nan)
+        pinf |= _any0(g.pinf)
+        ninf |= _any0(g.ninf)
+    if not have:
+        return None
+    nan |= pinf & ninf
+    return nan, (pinf | ninf) & ~nan, ninf
+
+
+def _zero_sign(groups: list[Terms], S, rule: str, mode: str):
+    """Sign of an exact-zero result: +0, or the IEEE rule."""
+    if rule == "positive":
+        return np.zeros(S.shape, bool)
+    all_zero = np.ones(S.shape, bool)
+    all_neg = np.ones(S.shape, bool)
+    for g in groups:
+        all_zero &= ~_any0(np.asarray(g.mag) != 0)
+        all_neg &= np.logical_and.reduce(g.neg, axis=0)
+    # all addends zero: -0 iff every one is -0; otherwise exact cancellation: +0 (rm: -0)
+    return np.where(all_zero, all_neg, mode == "rm")
+
+
+def block(groups: list[Terms], p: BlockFMA, out, *, mode: str | None = None) -> np.ndarray:
+    """One block FMA (steps 1, 5-8) over addend groups (products, c).  Returns codes."""
+    out = get_format(out)
+    mode = mode or p.rounding
+    shape = np.broadcast_shapes(*[g.mag.shape[1:] for g in groups])
+    sp = _specials(groups, shape)
+    if p.truncation == "none":
+        return exact_round(groups, out, mode, overflow=p.overflow, nan_code=p.nan_bits,
+                           zero_sign=p.zero_sign, frac_bits=p.out_frac, ftz=p.subnormal_output == "ftz",
+                           specials=sp)
+    F = p.F
+    # step 5: common exponent
+    E = None
+    for g in groups:
+        ge = np.max(g.e, axis=0) if g.K else np.full(shape, NEG_E)
+        E = ge if E is None else np.maximum(E, ge)
+    E = np.broadcast_to(E, shape)
+    if p.minexp is not None:
+        E = np.maximum(E, p.minexp)
+    # steps 6-7: truncate every addend to the grid 2**(E-F), sum exactly
+    S = np.zeros(shape, np.int64)
+    for g in groups:
+        if not g.K:
+            continue
+        pre = max(0, F - g.fb)
+        extra = max(0, g.fb - F)
+        sh = (E - g.e) + extra if extra else E - g.e
+        mag = g.mag << pre if pre else g.mag
+        if p.truncation == "magnitude":
+            m = mag >> sh
+            np.negative(m, out=m, where=g.neg)
+        elif p.truncation == "floor":
+            m = np.where(g.neg, -mag, mag) >> sh
+        else:
+            raise ValueError(f"truncation {p.truncation!r}")
+        S += np.add.reduce(m, axis=0)
+    # step 8: one rounding
+    neg = S < 0
+    zero = S == 0
+    if np.any(zero):
+        neg = np.where(zero, _zero_sign(groups, S, p.zero_sign, mode), neg)
+    nan = inf = None
+    if sp is not None:
+        nan, inf, ninf = sp
+        neg = np.where(inf, ninf, neg)
+    return encode(neg, np.abs(S), E - F, out, mode, frac_bits=p.out_frac, overflow=p.overflow,
+                  ftz=p.subnormal_output == "ftz", nan=nan, inf=inf, nan_code=p.nan_bits)
+
+
+def block_after(prod: Terms, c: Terms, p: BlockFMA, out) -> np.ndarray:
+    """``c_entry = "after"``: window over the products only, then c added exactly, one rounding."""
+    out = get_format(out)
+    shape = np.broadcast_shapes(prod.mag.shape[1:], c.mag.shape[1:])
+    sp = _specials([prod, c], shape)
+    F = p.F
+    E = np.broadcast_to(np.max(prod.e, axis=0), shape)
+    if p.minexp is not None:
+        E = np.maximum(E, p.minexp)
+    pre, extra = max(0, F - prod.fb), max(0, prod.fb - F)
+    m = (prod.mag << pre) >> ((E - prod.e) + extra)
+    if p.truncation == "floor":
+        m = np.where(prod.neg, -(prod.mag << pre), prod.mag << pre) >> ((E - prod.e) + extra)
+    else:
+        np.negative(m, out=m, where=prod.neg)
+    S = np.add.reduce(m, axis=0)
+    # the truncated product sum as one addend with fb = F, alignment exponent E
+    st = Terms((S < 0)[None], np.abs(S)[None], np.where(S == 0, NEG_E, E)[None], F)
+    allz = _zero_sign([prod], S, p.zero_sign, p.rounding)  # sign if the products are all zero
+    st.neg = np.where(S == 0, allz, S < 0)[None]
+    return exact_round([st, c], out, p.rounding, overflow=p.overflow, nan_code=p.nan_bits,
+                       zero_sign=p.zero_sign, frac_bits=p.out_frac, ftz=p.subnormal_output == "ftz",
+                       specials=sp)
+
+
+# ---------------------------------------------------------------------------
+# Exact sums (reference semantics, f64 FMA, IEEE adds)
+# ---------------------------------------------------------------------------
+
+def exact_sum(groups: list[Terms]):
+    """Exact signed sum of all addends: returns (S, L) with value = S * 2**L.
+
+    S is int64 when every output's span fits in 62 bits (the common case), else a numpy
+    object array of Python ints.  Zero terms are ignored.
+    """
+    shape = np.broadcast_shapes(*[g.mag.shape[1:] for g in groups])
+    BIG = 1 << 40
+    L = np.full(shape, BIG, np.int64)
+    top = np.full(shape, -BIG, np.int64)
+    nterms = 0
+    obj = any(np.asarray(g.mag).dtype == object for g in groups)
+    for g in groups:
+        nterms += g.K
+        mag = np.asarray(g.mag)
+        nz = mag != 0
+        lsb = g.e - g.fb
+        L = np.minimum(L, np.min(np.where(nz, lsb, BIG), axis=0, initial=BIG))
+        if not obj:
+            t = lsb + bitlen(mag)
+            top = np.maximum(top, np.max(np.where(nz, t, -BIG), axis=0, initial=-BIG))
+    L = np.where(L == BIG, 0, L)
+    budget = 62 - int(nterms).bit_length()
+    if not obj and np.all(top - L <= budget):
+        S = np.zeros(shape, np.int64)
+        for g in groups:
+            sh = np.where(np.asarray(g.mag) != 0, g.e - g.fb - L, 0)
+            v = np.asarray(g.mag, np.int64) << sh
+            np.negative(v, out=v, where=np.broadcast_to(g.neg, v.shape))
+            S += np.add.reduce(v, axis=0)
+        return S, L
+    S = np.zeros(shape, dtype=object)
+    S[...] = 0
+    for g in groups:
+        mag = np.asarray(g.mag)
+        nz = mag != 0
+        sh = np.where(nz, g.e - g.fb - L, 0).astype(object)
+        v = mag.astype(object) << sh
+        v = np.where(np.broadcast_to(g.neg, v.shape), -v, v)
+        S = S + np.add.reduce(v, axis=0)
+    return S, L
+
+
+def exact_round(groups: list[Terms], out: Format, mode: str, *, overflow: str = "ieee",
+                nan_code=None, zero_sign: str = "ieee", frac_bits=None, ftz=False,
+                specials="compute") -> np.ndarray:
+    """Exact sum of all addends rounded once into ``out`` (IEEE specials)."""
+    out = get_format(out)
+    shape = np.broadcast_shapes(*[g.mag.shape[1:] for g in groups])
+    sp = _specials(groups, shape) if specials == "compute" else specials
+    S, L = exact_sum(groups)
+    if S.dtype == object:
+        neg = (S < 0).astype(bool)
+        mag = np.where(neg, -S, S)
+        zero = (S == 0).astype(bool)
+    else:
+        neg, mag, zero = S < 0, np.abs(S), S == 0
+    if np.any(zero):
+        neg = np.where(zero, _zero_sign(groups, np.zeros(shape), zero_sign, mode), neg)
+    nan = inf = None
+    if sp is not None:
+        nan, inf, ninf = sp
+        neg = np.where(inf, ninf, neg)
+    return encode(neg, mag, L, out, mode, frac_bits=frac_bits, overflow=overflow, ftz=ftz,
+                  nan=nan, inf=inf, nan_code=nan_code)
+
+
+# ---------------------------------------------------------------------------
+# Step 9: chaining blocks
+# ---------------------------------------------------------------------------
+
+def chain(prod: Terms, c_codes, ctype: str, dtype: str, p: BlockFMA) -> np.ndarray:
+    """Run consecutive blocks of ``p.n`` terms; block j+1 takes block j's output as c."""
+    K = prod.K
+    n = p.n or K
+    c = c_terms(c_codes, ctype, p)
+    if p.normalise_products:
+        prod = fix_normalised_exponent(prod)
+    out = None
+    starts = range(0, max(K, 1), n)
+    for i, k0 in enumerate(starts):
+        part = prod.take(slice(k0, min(K, k0 + n)))
+        if p.c_entry == "after" and i == 0:
+            out = block_after(part, c, p, dtype)
+        else:
+            out = block([part, c], p, dtype)
+        c = c_terms(out, dtype, p)
+    return out

@@ -1,0 +1,474 @@
+"""Exact, vectorised codecs for every element format in ``specs/formats.toml``.
+
+Every finite encoding is decoded into an exact triple
+
+    value = (-1)**neg * sig * 2**(exp - mantissa)
+
+where ``sig`` is a non-negative integer significand (implicit bit included for
+normal numbers) and ``exp`` is the *field* exponent, unbiased and pinned at the
+format's ``emin`` for subnormals (so a subnormal keeps ``exp = emin`` and a
+significand below ``2**mantissa``).  This is exactly the "exponent field, not
+leading-one position" view that tensor-core alignment uses (numerics.md §2 step 2);
+the true (normalised) exponent is available through :func:`true_exponent`.
+Class flags ``nan``, ``inf``, ``zero`` accompany the triple.
+
+Integer formats decode to ``sig = |v|``, ``exp = 0`` (``mantissa = 0``); ``b1``
+decodes to its bit.
+
+:func:`encode` is the inverse with correct rounding: it takes an exact value
+``(-1)**neg * mag * 2**lsb`` (``mag`` a non-negative ``int64`` *or* a numpy
+object array of Python ints of any size) and rounds it once into the format with
+``rn`` (nearest, ties to even), ``rna`` (nearest, ties away), ``rz``, ``rm`` or
+``rp``.  Gradual underflow, overflow according to a named policy, NaN/Inf masks
+and a reduced output precision (e.g. the e8m13 accumulator of fp8 tensor cores,
+written into an f32 container) are all parameters.
+
+The engine hard-codes no PTX facts: widths, biases and special encodings are read
+from ``specs/formats.toml`` (see :func:`get_format`).
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import numpy as np
+
+from ._spec import load_spec
+
+ROUNDING_MODES = ("rn", "rna", "rz", "rm", "rp")
+OVERFLOW_POLICIES = ("ieee", "inf", "satfinite")
+
+
+# ---------------------------------------------------------------------------
+# Format table
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Format:
+    """One element format, as written in ``specs/formats.toml`` plus derived limits."""
+
+    name: str
+    cls: str                      # "float" | "int" | "bit"
+    bits: int                     # width of the encoding (tf32: 32, of which 13 ignored)
+    container: int
+    signed: bool
+    exponent: int = 0
+    mantissa: int = 0
+    bias: int = 0
+    inf: bool = False
+    nan: object = ()              # "ieee" or a tuple of codes
+    subnormal: bool = True
+    ignored_low_bits: int = 0
+    source: str = ""
+    # ---- derived (filled in __post_init__) ----
+    field_bits: int = field(default=0, init=False)      # bits that carry information
+    emin: int = field(default=0, init=False)            # exponent of the smallest normal
+    emax: int = field(default=0, init=False)            # exponent of the largest finite
+    maxfin_code: int = field(default=0, init=False)     # magnitude code of the largest finite
+    inf_code: int = field(default=-1, init=False)       # magnitude code of +Inf (or -1)
+    nan_code: int = field(default=-1, init=False)       # canonical NaN code (or -1)
+    np_container: type = field(default=np.uint8, init=False)
+
+    def __post_init__(self):
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
+        fb = self.bits - self.ignored_low_bits
+        set_("field_bits", fb)
+        cont = max(self.container, self.bits)
+        set_("np_container", {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}[
+            8 if cont <= 8 else 16 if cont <= 16 else 32 if cont <= 32 else 64])
+        if self.cls != "float":
+            return
+        ew, m = self.exponent, self.mantissa
+        all_ones = (1 << ew) - 1
+        set_("emin", (1 - self.bias) if self.subnormal else -self.bias)
+        magmask = (1 << (fb - (1 if self.signed else 0))) - 1
+        if self.nan == "ieee" or self.inf:
+            maxfin = (all_ones << m) - 1
+        else:
+            nan_mags = {c & magmask for c in self.nan_codes()}
+            maxfin = magmask
+            while maxfin in nan_mags:
+                maxfin -= 1
+        set_("maxfin_code", maxfin)
+        set_("emax", (maxfin >> m) - self.bias)
+        if self.inf:
+            set_("inf_code", all_ones << m)
+        if self.nan == "ieee":
+            set_("nan_code", (all_ones << m) | ((1 << m) - 1))
+        elif self.nan:
+            pos = [c for c in self.nan_codes() if c <= magmask]
+            set_("nan_code", max(pos) if pos else max(self.nan_codes()))
+
+    # -- helpers --------------------------------------------------------
+    def nan_codes(self) -> tuple:
+        if self.nan == "ieee" or not self.nan:
+            return ()
+        return tuple(int(c) for c in self.nan)
+
+    @property
+    def is_float(self) -> bool:
+        return self.cls == "float"
+
+    @property
+    def sign_bit(self) -> int:
+        return (1 << (self.field_bits - 1)) if self.signed else 0
+
+    @property
+    def int_min(self) -> int:
+        return -(1 << (self.bits - 1)) if self.signed else 0
+
+    @property
+    def int_max(self) -> int:
+        return (1 << (self.bits - 1)) - 1 if self.signed else (1 << self.bits) - 1
+
+    def __repr__(self) -> str:  # compact
+        if self.is_float:
+            return (f"Format({self.name}: e{self.exponent}m{self.mantissa} bias={self.bias}"
+                    f" inf={self.inf} nan={self.nan!r})")
+        return f"Format({self.name}: {self.cls}{self.bits} signed={self.signed})"
+
+
+@functools.lru_cache(maxsize=None)
+def formats() -> dict:
+    """All formats of ``specs/formats.toml`` by name."""
+    spec = load_spec("formats")
+    out = {}
+    for name, t in spec.items():
+        if not isinstance(t, dict) or "class" not in t:
+            continue
+        nan = t.get("nan", ())
+        if isinstance(nan, list):
+            nan = tuple(nan)
+        out[name] = Format(
+            name=name, cls=t["class"], bits=int(t["bits"]), container=int(t.get("container", t["bits"])),
+            signed=bool(t.get("signed", False)), exponent=int(t.get("exponent", 0)),
+            mantissa=int(t.get("mantissa", 0)), bias=int(t.get("bias", 0)), inf=bool(t.get("inf", False)),
+            nan=nan, subnormal=bool(t.get("subnormal", True)),
+            ignored_low_bits=int(t.get("ignored_low_bits", 0)), source=str(t.get("source", "")),
+        )
+    return out
+
+
+def get_format(fmt) -> Format:
+    if isinstance(fmt, Format):
+        return fmt
+    name = str(fmt).lstrip(".")
+    try:
+        return formats()[name]
+    except KeyError:
+        raise KeyError(f"unknown element format {fmt!r}; specs/formats.toml has {sorted(formats())}") from None
+
+
+# ---------------------------------------------------------------------------
+# Decode
+# ---------------------------------------------------------------------------
+
+@dataclass
+class Decoded:
+    """Exact decoded elements: value = (-1)**neg * sig * 2**(exp - fmt.mantissa)."""
+
+    fmt: Format
+    neg: np.ndarray      # bool
+    sig: np.ndarray      # int64, >= 0 (0 for NaN/Inf)
+    exp: np.ndarray      # int64 field exponent, pinned at emin for subnormals and zeros
+    nan: np.ndarray      # bool
+    inf: np.ndarray      # bool
+    zero: np.ndarray     # bool
+
+    @property
+    def lsb(self) -> np.ndarray:
+        """Exponent of the significand's unit: value = ±sig * 2**lsb."""
+        return self.exp - self.fmt.mantissa
+
+    @property
+    def special(self) -> np.ndarray:
+        return self.nan | self.inf
+
+    @property
+    def shape(self):
+        return self.sig.shape
+
+
+def decode(codes, fmt) -> Decoded:
+    """Decode raw encodings (any unsigned/signed integer array, right-aligned) exactly."""
+    f = get_format(fmt)
+    x = np.asarray(codes)
+    if x.dtype.kind not in "ui":
+        raise TypeError(f"codes must be integers, got {x.dtype}")
+    x = x.astype(np.uint64)
+    shape = x.shape
+    if f.cls in ("int", "bit"):
+        x = x & np.uint64((1 << f.bits) - 1)
+        v = x.astype(np.int64)
+        if f.signed:
+            v = np.where(v >= (1 << (f.bits - 1)), v - (1 << f.bits), v)
+        false = np.zeros(shape, bool)
+        return Decoded(f, v < 0, np.abs(v), np.zeros(shape, np.int64), false, false.copy(), v == 0)
+    if f.ignored_low_bits:
+        x = x >> np.uint64(f.ignored_low_bits)
+    fb = f.field_bits
+    x = x & np.uint64((1 << fb) - 1)
+    m, ew = f.mantissa, f.exponent
+    if f.signed:
+        neg = ((x >> np.uint64(fb - 1)) & np.uint64(1)).astype(bool)
+        mag = x & np.uint64((1 << (fb - 1)) - 1)
+    else:
+        neg = np.zeros(shape, bool)
+        mag = x
+    ef = (mag >> np.uint64(m)).astype(np.int64)
+    frac = (mag & np.uint64((1 << m) - 1)).astype(np.int64)
+    all_ones = (1 << ew) - 1
+    if f.nan == "ieee":
+        nan = (ef == all_ones) & (frac != 0)
+    elif f.nan_codes():
+        nan = np.isin(x, np.array(f.nan_codes(), dtype=np.uint64))
+    else:
+        nan = np.zeros(shape, bool)
+    inf = (ef == all_ones) & (frac == 0) if f.inf else np.zeros(shape, bool)
+    if f.subnormal:
+        normal = ef > 0
+        sig = np.where(normal, frac | (1 << m), frac)
+        exp = np.where(normal, ef - f.bias, 1 - f.bias)
+    else:
+        sig = frac | (1 << m)
+        exp = ef - f.bias
+    special = nan | inf
+    sig = np.where(special, 0, sig).astype(np.int64)
+    exp = np.where(special, f.emin, exp).astype(np.int64)
+    zero = (sig == 0) & ~special
+    return Decoded(f, neg, sig, exp, nan, inf, zero)
+
+
+def bitlen(x: np.ndarray) -> np.ndarray:
+    """Vectorised ``int.bit_length`` for non-negative int64 arrays (0 -> 0)."""
+    x = np.asarray(x, dtype=np.int64)
+    _, e = np.frexp(x.astype(np.float64))
+    e = e.astype(np.int64)
+    # float64 rounding may have bumped 2**k - 1 up to 2**k: correct by one.
+    over = (e > 0) & ((x >> np.maximum(e - 1, 0)) == 0)
+    return e - over
+
+
+def true_exponent(d: Decoded) -> np.ndarray:
+    """Exponent of the leading one (floor(log2|v|)) of finite non-zero elements."""
+    return d.lsb + bitlen(d.sig) - 1
+
+
+def to_float64(codes, fmt) -> np.ndarray:
+    """Decode to numpy float64 (exact for every format here; NaN/Inf mapped)."""
+    d = decode(codes, fmt)
+    with np.errstate(over="ignore"):
+        v = np.ldexp(d.sig.astype(np.float64), d.lsb.astype(np.int64).clip(-2000, 2000))
+    v = np.where(d.inf, np.inf, v)
+    v = np.where(d.neg, -v, v)
+    return np.where(d.nan, np.nan, v)
+
+
+# ---------------------------------------------------------------------------
+# Encode
+# ---------------------------------------------------------------------------
+
+def _bitlen_obj(x: np.ndarray) -> np.ndarray:
+    return np.frompyfunc(int.bit_length, 1, 1)(x).astype(np.int64)
+
+
+def compress_sticky(mag, lsb, keep: int = 62):
+    """Exact object (Python int) magnitudes -> int64 of at most ``keep`` bits.
+
+    Bits dropped below are OR-ed into the new LSB (a sticky bit), which keeps every
+    rounding mode correct as long as the final rounding position lies at least two
+    bits above the new LSB (true for all formats here: f64 needs 53 + 2 <= 62).
+    """
+    mag = np.asarray(mag, dtype=object)
+    lsb = np.asarray(lsb, dtype=np.int64)
+    nb = _bitlen_obj(mag) if mag.size else np.zeros(mag.shape, np.int64)
+    s = np.maximum(nb - keep, 0)
+    if not np.any(s):
+        return mag.astype(np.int64), lsb
+    so = s.astype(object)
+    hi = mag >> so
+    sticky = (hi << so) != mag
+    hi = (hi | sticky.astype(np.int64).astype(object)).astype(np.int64)
+    return hi, lsb + s
+
+
+def encode(neg, mag, lsb, fmt, mode: str = "rn", *, frac_bits: int | None = None,
+           overflow: str = "ieee", ftz: bool = False, nan=None, inf=None,
+           nan_code: int | None = None) -> np.ndarray:
+    """Round the exact value ``(-1)**neg * mag * 2**lsb`` once into ``fmt``.
+
+    mag        non-negative int64 array (< 2**63) or object array of Python ints.
+    mode       rn | rna | rz | rm | rp.
+    frac_bits  keep only this many fraction bits (<= fmt.mantissa); the low bits of the
+               encoding are zero (e.g. 13 for an e8m13 accumulator in an f32 container).
+               Subnormals keep the format's emin.
+    overflow   "ieee": rn/rna -> Inf; rz -> max finite; rm/rp -> Inf on the side they round to.
+               "inf": +-Inf whatever the mode (the tensor-core accumulators, numerics.md §2 step 8).
+               "satfinite": clamp to +-max finite.  A format without Inf gets NaN where Inf
+               would be produced, or max finite if it has no NaN either.
+    ftz        results that are subnormal after rounding become zero of the same sign.
+    nan, inf   optional boolean masks of special results (inf takes its sign from neg).
+    nan_code   bits written for NaN (default: positive, exponent and fraction all ones).
+
+    Unsigned formats: a negative non-zero value is NaN (-0 encodes as +0).  A format
+    without zero (ue8m0) clamps results below its minimum (including 0) to the minimum.
+    Integer formats: use :func:`encode_int`.
+    """
+    f = get_format(fmt)
+    if f.cls != "float":
+        raise TypeError(f"encode() is for floating formats; use encode_int for {f.name}")
+    if mode not in ROUNDING_MODES:
+        raise ValueError(f"rounding mode {mode!r} not in {ROUNDING_MODES}")
+    if overflow not in OVERFLOW_POLICIES:
+        raise ValueError(f"overflow policy {overflow!r} not in {OVERFLOW_POLICIES}")
+    m = f.mantissa
+    P = m if frac_bits is None else int(frac_bits)
+    if not 0 <= P <= m:
+        raise ValueError(f"frac_bits={P} outside 0..{m} for {f.name}")
+    mag = np.asarray(mag)
+    lsb = np.asarray(lsb, dtype=np.int64)
+    mag, lsb = np.broadcast_arrays(mag, lsb)
+    neg = np.broadcast_to(np.asarray(neg, dtype=bool), mag.shape)
+    if mag.dtype == object:
+        mag, lsb = compress_sticky(mag, lsb)
+    else:
+        mag = mag.astype(np.int64)
+    shape = mag.shape
+
+    nb = bitlen(mag)
+    top = lsb + nb - 1
+    e = np.maximum(top, f.emin)
+    sh = e - P - lsb                                   # bits to drop (may be negative)
+    sr = np.clip(sh, 0, 63)
+    kept = mag >> sr
+    rem = mag - (kept << sr)
+    R = np.where(sh < 0, mag << np.clip(-sh, 0, 63), kept)
+    inexact = rem != 0
+    in_range = (sh >= 1) & (sh <= 63)
+    half = np.left_shift(np.int64(1), np.clip(sh - 1, 0, 62))
+    if mode == "rn":
+        inc = in_range & ((rem > half) | ((rem == half) & ((R & 1) == 1)))
+    elif mode == "rna":
+        inc = in_range & (rem >= half)
+    elif mode == "rz":
+        inc = np.zeros(shape, bool)
+    elif mode == "rm":
+        inc = inexact & neg
+    else:  # rp
+        inc = inexact & ~neg
+    R = R + inc
+    carry = R >> (P + 1) != 0
+    R = np.where(carry, R >> 1, R)
+    e = e + carry
+    normal = R >= (1 << P)
+    code = np.where(normal, ((e + f.bias) << m) + ((R - (1 << P)) << (m - P)), R << (m - P))
+    if not f.subnormal:
+        code = np.where(normal, code, 0)
+    if ftz:
+        code = np.where(normal, code, 0)
+
+    # ---- overflow ----
+    maxfin = f.maxfin_code & ~((1 << (m - P)) - 1)
+    ovf = code > maxfin
+    big = _overflow_code(f, neg, mode, overflow, maxfin, shape)
+    code = np.where(ovf, big, code)
+
+    # ---- specials ----
+    if inf is not None:
+        inf = np.broadcast_to(np.asarray(inf, bool), shape)
+        if f.inf and overflow != "satfinite":
+            icode = f.inf_code
+        elif overflow == "satfinite" or f.nan_code < 0:
+            icode = maxfin
+        else:
+            icode = -1  # becomes NaN below
+        code = np.where(inf, icode, code)
+    code = np.asarray(code, dtype=np.int64)
+    sign = neg.astype(np.int64) if f.signed else np.zeros(shape, np.int64)
+    isnan = code < 0
+    if not f.signed:
+        isnan = isnan | (neg & (code > 0) & (mag != 0))
+    if nan is not None:
+        isnan = isnan | np.broadcast_to(np.asarray(nan, bool), shape)
+    code = code | (sign << (f.field_bits - 1))
+    ncode = f.nan_code if nan_code is None else int(nan_code) >> f.ignored_low_bits
+    if ncode < 0:  # format without NaN: largest positive finite stands in
+        ncode = maxfin
+    code = np.where(isnan, ncode, code)
+    out = code.astype(np.uint64)
+    if f.ignored_low_bits:
+        out = out << np.uint64(f.ignored_low_bits)
+    if nan_code is not None and f.ignored_low_bits:
+        out = np.where(isnan, np.uint64(int(nan_code)), out)
+    return out.astype(f.np_container)
+
+
+def _overflow_code(f: Format, neg, mode, overflow, maxfin, shape):
+    """Magnitude code for an overflowing result (before the sign is attached); -1 = NaN."""
+    if f.inf:
+        infc = f.inf_code
+    elif f.nan_code >= 0:
+        infc = -1
+    else:
+        infc = maxfin
+    if overflow == "satfinite":
+        return np.full(shape, maxfin, np.int64)
+    if overflow == "inf" or mode in ("rn", "rna"):
+        return np.full(shape, infc, np.int64)
+    if mode == "rz":
+        return np.full(shape, maxfin, np.int64)
+    if mode == "rm":
+        return np.where(neg, infc, maxfin)
+    return np.where(neg, maxfin, infc)  # rp
+
+
+def encode_int(values, fmt, saturate: bool = False) -> np.ndarray:
+    """Exact integers (int64 or object arrays) -> encoding: wrap modulo 2**bits or clamp."""
+    f = get_format(fmt)
+    v = np.asarray(values)
+    if saturate:
+        if v.dtype == object:
+            v = np.minimum(np.maximum(v, f.int_min), f.int_max).astype(np.int64)
+        else:
+            v = np.clip(v.astype(np.int64), f.int_min, f.int_max)
+    else:
+        if v.dtype == object:
+            v = (v & ((1 << f.bits) - 1)).astype(np.int64)
+        v = v.astype(np.int64) & ((1 << f.bits) - 1)
+    return (v.astype(np.int64) & ((1 << f.bits) - 1)).astype(np.uint64).astype(f.np_container)
+
+
+def int_values(codes, fmt) -> np.ndarray:
+    """Signed integer values of integer/bit encodings as int64."""
+    d = decode(codes, fmt)
+    return np.where(d.neg, -d.sig, d.sig)
+
+
+# ---------------------------------------------------------------------------
+# Convenience conversions
+# ---------------------------------------------------------------------------
+
+def from_float64(values, fmt, mode: str = "rn", **kw) -> np.ndarray:
+    """Round numpy float64 values into ``fmt`` (exactly: float64 is decoded first)."""
+    v = np.asarray(values, dtype=np.float64)
+    d = decode(v.view(np.uint64), "f64")
+    return encode(d.neg, d.sig, d.lsb, fmt, mode, nan=d.nan, inf=d.inf, **kw)
+
+
+def convert(codes, src, dst, mode: str = "rn", **kw) -> np.ndarray:
+    """Exact re-encoding of ``src`` codes into ``dst`` (NaN/Inf carried, NaN canonical)."""
+    d = decode(codes, src)
+    return encode(d.neg, d.sig, d.lsb, dst, mode, nan=d.nan, inf=d.inf, **kw)
+
+
+def all_codes(fmt) -> np.ndarray:
+    """Every encoding of a format with at most 2**16 encodings (container dtype)."""
+    f = get_format(fmt)
+    if f.field_bits > 16:
+        raise ValueError(f"{f.name} has 2**{f.field_bits} encodings")
+    return (np.arange(1 << f.field_bits, dtype=np.uint64) << np.uint64(f.ignored_low_bits)).astype(f.np_container)
+
+
+def float_formats() -> Iterable[str]:
+    return [n for n, f in formats().items() if f.is_float]

@@ -1,0 +1,232 @@
+"""Parameter records of the arithmetic models (pure data, shared by the vectorised and
+the scalar reference implementations).
+
+Every hardware behaviour that silicon has to pin down is a *named field* here, so a
+hypothesis is a parameter change (``dataclasses.replace``), not a code change.  Each
+record carries an ``evidence`` string: confidence (HIGH / MED / LOW, as in
+numerics.md) and where the number comes from.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Mapping
+
+# Citation keys used in evidence strings (numerics.md §0).
+SOURCES: Mapping[str, str] = {
+    "PTX": "NVIDIA PTX ISA 8.x/9.x, 9.7.14.5.14 (mma: precision and rounding), 9.7.14.3 (block scaling), 5.2.3 (formats)",
+    "KM25": "Khattak & Mikaitis, Accurate Models of NVIDIA Tensor Cores, arXiv 2512.07004 (ACM TACO); "
+            "code+data github.com/north-numerical-computing/MATLAB-tensor-core",
+    "KM25b": "Khattak & Mikaitis, Generalized Methodology for Determining Numerical Features of Hardware "
+             "Floating-Point Matrix Multipliers, IEEE HPEC 2025, arXiv 2510.15884",
+    "FHMP21": "Fasi, Higham, Mikaitis, Pranesh, Numerical behavior of NVIDIA tensor cores, PeerJ CS 7:e330 (2021)",
+    "FTTN": "Li et al., FTTN: Feature-Targeted Testing for Numerical Properties of NVIDIA & AMD Matrix "
+            "Accelerators, CCGrid 2024, arXiv 2403.00232",
+    "VLPG25": "Valpey et al., An SMT Formalization of Mixed-Precision Matrix Multiplication, arXiv 2502.15999",
+    "dfyz": "I. Komarov, github.com/dfyz/tc-playground (C++ Hopper bf16 tensor-core model vs wgmma)",
+    "huweim": "github.com/huweim/emulation_sys bit_width_test_ (window widths per GPU)",
+    "SA2": "SageAttention2, arXiv 2411.10958 (fp8 mma accumulates in 1+8+13 bits on Ada/Hopper)",
+    "DSV3": "DeepSeek-V3 technical report, arXiv 2412.19437 §3.3.2 (14-bit fp8 accumulation on Hopper)",
+    "CUT1986": "NVIDIA/cutlass#1986: mma.sync m16n8k32 e4m3 is emulated through the f16 tensor core on sm_90",
+    "DG176": "deepseek-ai/DeepGEMM#176: B200 kind::f8f6f4 keeps a 25-bit mantissa",
+    "OCP-MX": "OCP Microscaling Formats (MX) v1.0 (2023)",
+    "NOTES": "/work/shared/reference/numerics.md (project research notes; re-implementation of [KM25] "
+             "reproduced all 240,000 published hardware vectors)",
+}
+
+
+@dataclass(frozen=True)
+class BlockFMA:
+    """The block-FMA of numerics.md §2 (one tensor-core "block"), chained over K.
+
+    Algorithm (see :mod:`formal.numerics.block` for the code, step by step):
+
+    1. specials first: NaN if any NaN input / Inf*0 / +Inf and -Inf both present;
+       else any Inf -> that Inf.  NaN bits = ``nan_bits``.
+    2. decode inputs without normalising (``pin_subnormals``).
+    3. exact products with alignment exponent ``e_a + e_b`` (``normalise_products``);
+       zero products take no part.
+    4. c is an ordinary addend (``c_entry``), aligned by its own exponent (``c_as_f32``).
+    5. E = max(all alignment exponents, ``minexp``).
+    6. every addend truncated to the grid 2**(E - F) (``truncation``).
+    7. exact integer sum S.
+    8. one rounding of S * 2**(E - F) into the output (``rounding``, ``out_frac``,
+       ``overflow``, ``subnormal_output``, ``zero_sign``).
+    9. K > n: consecutive blocks k = 0..n-1, n..2n-1, ...; the first takes c, each later
+       one takes the previous block's rounded output as its c.
+    """
+
+    n: int | None                  # terms per block (None: the whole instruction's K in one block)
+    F: int                         # fraction bits the alignment window keeps below 2**E
+    minexp: int | None             # floor on the common exponent E (None: no floor)
+    rounding: str                  # final normalisation: "rz" | "rn" (ties to even) | "rm" | "rp"
+    out_frac: int | None = None    # fraction bits of the output (None: the dtype's own)
+    overflow: str = "inf"          # "inf": +-Inf even when rounding is RZ; "ieee"; "satfinite"
+    nan_bits: int | None = None    # output NaN encoding (None: the format's canonical all-ones)
+    zero_sign: str = "positive"    # sign of an exact-zero result: "positive" (+0 always) | "ieee"
+    pin_subnormals: bool = True    # subnormal inputs align at emin (True) or at their leading one
+    c_as_f32: bool = True          # c (or a chained partial) is read as an f32 (f16 c: true exponent)
+    truncation: str = "magnitude"  # per-term alignment: "magnitude" (toward 0) | "floor" | "none" (exact)
+    normalise_products: bool = False  # alignment exponent of a product = its leading one
+    c_entry: str = "window"        # "window": c is an addend of the first block; "after": c added
+                                   #   exactly to the block's (truncated) sum, then one rounding
+    subnormal_output: str = "gradual"  # "gradual" | "ftz"
+    tf32_conversion: str = "truncate"  # f32 container -> tf32: "truncate" (drop 13 bits) | "rn"
+    tf32_nan: str = "blind"        # NaN with payload only in the dropped bits: "blind" -> Inf | "keep"
+    scale_mode: str = "window"     # block scaling: "window" (every scaled product is a window term)
+                                   #   | "block_exact" (each scale block summed exactly first)
+    evidence: str = ""
+
+    def but(self, **kw) -> "BlockFMA":
+        return replace(self, **kw)
+
+
+@dataclass(frozen=True)
+class Emulated:
+    """A form that ptxas lowers to other tensor-core instructions (numerics.md §3.4).
+
+    sm_90 ``mma.sync ... e4m3/e5m2``: (1) convert every element exactly to ``via``
+    (f16); (2) run one ``hmma`` block per group of k indices, the first with C = 0
+    and each later one with C = the previous group's result; (3) add the
+    instruction's c last with an IEEE add rounded ``c_add`` (FADD/HADD), so c is
+    never truncated.  ``c_add = "window"`` instead feeds c to the first HMMA.
+    """
+
+    via: str                       # element format of the emulating tensor-core op ("f16")
+    hmma: BlockFMA                 # block parameters of that op (with the dtype's accumulator)
+    groups: tuple                  # ((K, ((k, ...), (k, ...), ...)), ...): k groups per HMMA, by K
+    c_add: str = "rn"              # rounding of the final c add, or "window"
+    add_nan_bits: int | None = None  # NaN bits of the final add (None: the format's canonical)
+    add_zero_sign: str = "ieee"    # the final add is IEEE: x + (-x) = +0, -0 + -0 = -0
+    evidence: str = ""
+
+    def groups_for(self, K: int):
+        for k, g in self.groups:
+            if k == K:
+                return g
+        return (tuple(range(K)),)
+
+    def but(self, **kw) -> "Emulated":
+        return replace(self, **kw)
+
+
+@dataclass(frozen=True)
+class FmaChain:
+    """f64 (DMMA): a chain of correctly rounded f64 fused multiply-adds.
+
+    order ``"ascending"``: acc = c; for k = 0..K-1: acc = fma(a_k, b_k, acc).
+    ``"descending"``: k = K-1..0.  ``c_first = False``: acc starts at -0 (the IEEE
+    neutral element) and c is added last with one more rounded add.
+    """
+
+    order: str = "ascending"
+    c_first: bool = True
+    nan_bits: int | None = 0x7FFFFFFFFFFFFFFF
+    evidence: str = ""
+
+    def but(self, **kw) -> "FmaChain":
+        return replace(self, **kw)
+
+
+@dataclass(frozen=True)
+class IntegerDot:
+    """s8/u8/s4/u4 -> s32: exact products and sum; wrap mod 2**32, or ``.satfinite``.
+
+    saturation ``"final"``: clamp the exact final sum; ``"per_step"``: clamp after
+    every addition (c first, k ascending).
+    """
+
+    saturation: str = "final"
+    evidence: str = ""
+
+    def but(self, **kw) -> "IntegerDot":
+        return replace(self, **kw)
+
+
+@dataclass(frozen=True)
+class Popc:
+    """b1: d = c + popc(row OP col), 32-bit wrap (OP = .and / .xor)."""
+
+    evidence: str = ""
+
+
+@dataclass(frozen=True)
+class ExactRound:
+    """Reference semantics: exact sum of all exact products plus c, rounded once.
+
+    rounding: the default rounding (rn = nearest even); f64 forms use the
+    instruction's .rnd when one is given.  Integers: exact, wrap or saturate.
+    """
+
+    rounding: str = "rn"
+    nan_bits: int | None = None
+    zero_sign: str = "ieee"
+    tf32_conversion: str = "truncate"
+    evidence: str = "definition (not a hardware model)"
+
+
+PathParams = BlockFMA | Emulated | FmaChain | IntegerDot | Popc | ExactRound
+
+
+def mod4_groups(K: int) -> tuple:
+    """k split of the fp8->f16 emulation: {k : k mod 4 in {0,1}} then {k mod 4 in {2,3}}."""
+    return (tuple(k for k in range(K) if k % 4 < 2), tuple(k for k in range(K) if k % 4 >= 2))
+
+
+@dataclass(frozen=True)
+class ArchModel:
+    """One architecture's arithmetic: which parameter record serves which type path.
+
+    Path keys: ``"f16.f32"``, ``"f16.f16"`` (inputs . accumulator), ``"bf16.f32"``,
+    ``"tf32.f32"``, ``"f8.f32"``, ``"f8.f16"`` (any of e4m3/e5m2/e3m2/e2m3/e2m1 without
+    block scaling), ``"scaled.f32"`` (``.block_scale`` kinds), ``"f64"``, ``"int"``, ``"b1"``.
+    """
+
+    name: str
+    evidence: str
+    sources: tuple
+    paths: Mapping[str, PathParams]
+    input_types: frozenset
+    notes: Mapping[str, str] = field(default_factory=dict)
+
+    def key(self, atype: str, btype: str, ctype: str, dtype: str, kind: str | None = None,
+            scaled: bool = False) -> str:
+        f8 = {"e4m3", "e5m2", "e3m2", "e2m3", "e2m1"}
+        ints = {"s8", "u8", "s4", "u4"}
+        if atype in ints and btype in ints:
+            return "int"
+        if atype == btype == "b1":
+            return "b1"
+        if atype == btype == "f64":
+            return "f64"
+        if atype in f8 and btype in f8:
+            if scaled or (kind or "").lstrip(".").replace("kind::", "").startswith("mx"):
+                return "scaled.f32"
+            return "f8." + dtype
+        if atype == btype and atype in ("f16", "bf16", "tf32"):
+            return f"{atype}.{dtype}"
+        raise UnsupportedPath(f"no arithmetic path for a={atype} b={btype}")
+
+    def path(self, atype, btype, ctype, dtype, kind=None, scaled=False):
+        for t in (atype, btype):
+            if t not in self.input_types:
+                raise UnsupportedPath(f"{self.name}: element type {t} is not supported by this model")
+        k = self.key(atype, btype, ctype, dtype, kind, scaled)
+        if k not in self.paths:
+            raise UnsupportedPath(f"{self.name}: no path {k!r} (a={atype} b={btype} c={ctype} d={dtype})")
+        return k, self.paths[k]
+
+    def replace_path(self, key: str, new_name: str | None = None, **overrides) -> "ArchModel":
+        """A variant model (a hypothesis): one path's parameters overridden."""
+        paths = dict(self.paths)
+        paths[key] = replace(paths[key], **overrides)
+        tag = ",".join(f"{k}={v}" for k, v in overrides.items())
+        return replace(self, name=new_name or f"{self.name}[{key}:{tag}]", paths=paths)
+
+    def with_path(self, key: str, params: PathParams, new_name: str | None = None) -> "ArchModel":
+        paths = dict(self.paths)
+        paths[key] = params
+        return replace(self, name=new_name or f"{self.name}[{key}]", paths=paths)
+
+
+class UnsupportedPath(ValueError):
+    """The requested type combination has no model on this architecture."""
