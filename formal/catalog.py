@@ -116,6 +116,7 @@ class Spec:
 
 def _blocks_and_rules(doc: dict, default_family: str | None) -> tuple[list[SyntaxBlock], list[Rule]]:
     sec = str(doc.get("section", ""))
+    fsec = dict(doc.get("family_section", {}))      # wmma: one instruction section per family
     blocks: list[SyntaxBlock] = []
     for b in doc.get("syntax", []):
         fam = b.get("family", default_family)
@@ -124,7 +125,7 @@ def _blocks_and_rules(doc: dict, default_family: str | None) -> tuple[list[Synta
             if ax in b:
                 vals[ax] = tuple(b[ax])
         blocks.append(SyntaxBlock(fam, b["id"], b.get("group", ""), b.get("text", ""),
-                                  b.get("section", sec), vals))
+                                  b.get("section", fsec.get(fam, sec)), vals))
     fams = sorted({blk.family for blk in blocks})
     rules: list[Rule] = []
     for kind in ("constraint", "require", "selector", "products", "fragment"):
@@ -132,11 +133,12 @@ def _blocks_and_rules(doc: dict, default_family: str | None) -> tuple[list[Synta
             when = r.get("when")
             f = Formula(when) if when not in (None, "", "True") else None
             data = {k: v for k, v in r.items() if k not in ("when",)}
-            section = r.get("section", sec + {
-                "constraint": " (Description)", "require": " (PTX ISA Notes / Target ISA Notes)",
-                "selector": "", "products": "", "fragment": ".1"}[kind])
             # a rule in a multi-family file applies to every family of the file
             for fam in ([default_family] if default_family else fams):
+                base = sec + ".1" if kind == "fragment" else fsec.get(fam, sec)
+                section = r.get("section", base + {
+                    "constraint": " (Description)", "require": " (PTX ISA Notes / Target ISA Notes)",
+                    "selector": "", "products": "", "fragment": ""}[kind])
                 rules.append(Rule(fam, kind, f, data, section))
     return blocks, rules
 
@@ -663,14 +665,19 @@ def _block_mismatches(form: Form, blk: SyntaxBlock) -> list[str]:
 
 def syntax_blocks(form: Form) -> list[SyntaxBlock]:
     """The syntax blocks that document this form (empty when none does)."""
-    return [b for b in spec().blocks if not _block_mismatches(form, b)]
+    return list(_syntax_blocks(form))
+
+
+@lru_cache(maxsize=65536)
+def _syntax_blocks(form: Form) -> tuple[SyntaxBlock, ...]:
+    return tuple(b for b in spec().blocks if not _block_mismatches(form, b))
 
 
 def _fmt_val(ax: str, v: Any) -> str:
     if ax in BOOL_AXES:
         return f".{ax}" if v else f"no .{ax}"
     if v in ("", None):
-        return "none"
+        return "(omitted)"
     if ax == "kind":
         return f".kind::{v}"
     if ax == "scale_vec":
@@ -679,8 +686,20 @@ def _fmt_val(ax: str, v: Any) -> str:
 
 
 def _syntax_reasons(form: Form) -> list[Reason]:
+    return [replace(r) for r in _syntax_reasons_cached(form)]
+
+
+@lru_cache(maxsize=65536)
+def _syntax_reasons_cached(form: Form) -> tuple[Reason, ...]:
     cands = [b for b in spec().blocks if b.family == form.family]
-    scored = [(len(_block_mismatches(form, b)), b) for b in cands]
+
+    # the closest syntax blocks: fewest mismatching axes, and among those the ones that keep
+    # the axes a user picks first (shape, kind, sparsity variant, matrix)
+    def score(b: SyntaxBlock) -> tuple[int, int]:
+        mism = _block_mismatches(form, b)
+        return len(mism), sum(ax in ("shape", "kind", "sparsity", "matrix") for ax in mism)
+
+    scored = [(score(b), b) for b in cands]
     best = min(s for s, _ in scored)
     reasons: list[Reason] = []
     seen: set[str] = set()
@@ -692,6 +711,10 @@ def _syntax_reasons(form: Form) -> list[Reason]:
             v = env[ax]
             if ax in ("sync", "aligned") and not v:
                 msg = f"missing mandatory qualifier .{ax}"
+            elif ax in blk.values and v in ("", None) and ax in STR_AXES:
+                allowed = ", ".join(_fmt_val(ax, x) for x in blk.values[ax])
+                msg = (f"{AXIS_LABEL[ax]} is missing in '{blk.group}' "
+                       f"({blk.text.split(';')[0].strip()}); allowed: {allowed}")
             elif ax in blk.values:
                 allowed = ", ".join(_fmt_val(ax, x) for x in blk.values[ax])
                 msg = (f"{AXIS_LABEL[ax]} {_fmt_val(ax, v)} is not allowed in "
@@ -701,16 +724,26 @@ def _syntax_reasons(form: Form) -> list[Reason]:
             if msg not in seen:
                 seen.add(msg)
                 reasons.append(Reason(msg, f"{blk.section} (Syntax)", "syntax", blk.text))
-    return reasons
+    return tuple(reasons)
+
+
+@lru_cache(maxsize=None)
+def _formula(src: str) -> Formula:
+    return Formula(src)
 
 
 def _constraint_reasons(form: Form) -> list[Reason]:
+    return [replace(r) for r in _constraint_reasons_cached(form)]
+
+
+@lru_cache(maxsize=65536)
+def _constraint_reasons_cached(form: Form) -> tuple[Reason, ...]:
     env = form.env()
     out = []
     for r in spec().rules_of(form.family, "constraint"):
-        if r.applies(env) and not bool(Formula(r.data["require"]).eval(env)):
+        if r.applies(env) and not bool(_formula(r.data["require"]).eval(env)):
             out.append(Reason(r.data["message"].format(**env), r.section, "constraint", r.data.get("text", "")))
-    return out
+    return tuple(out)
 
 
 def _family_members(fam: str) -> list[int]:
@@ -765,9 +798,11 @@ def _requirement_reasons(form: Form, t: Target, ptx: str) -> list[Reason]:
         if not ok:
             add(msg, r.section, "target", d.get("text", ""))
         if "ptx" in d and _pv(ptx) < _pv(d["ptx"]):
-            add(f"requires PTX ISA {d['ptx']} or later", r.section, "ptx", d.get("text", ""))
+            add(d.get("message", "requires PTX ISA {ptx} or later").format(ptx=d["ptx"]), r.section, "ptx",
+                d.get("text", ""))
         if "ptx_max" in d and _pv(ptx) > _pv(d["ptx_max"]):
-            add(f"not allowed after PTX ISA {d['ptx_max']}", r.section, "ptx", d.get("text", ""))
+            add(d.get("message", "not allowed after PTX ISA {ptx_max}").format(ptx_max=d["ptx_max"]), r.section,
+                "ptx", d.get("text", ""))
     if _pv(ptx) < _pv(t.ptx):
         add(f"target {t.name} requires PTX ISA {t.ptx} or later", "11.1.2 (.target, PTX ISA Notes)", "ptx",
             f"Target string {t.name} introduced in PTX ISA version {t.ptx}.")

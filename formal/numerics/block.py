@@ -22,37 +22,70 @@ parameters of :mod:`formal.numerics.sm90`)::
                                                                        (chain)
 
 All arrays carry the K (term) axis FIRST, ``[K, *batch]``: reductions over axis 0 are
-plain element-wise passes, which is what makes numpy fast here.
+plain element-wise passes, which is what makes numpy fast here.  Steps 6-7 run on exact
+float64 values whenever every significand fits in 53 bits (all formats but f64):
+``trunc(v * 2**(F-E))`` is exactly the per-term truncation, and the sum stays an exact
+integer below 2**53 (:func:`_window_sum_float`); otherwise in int64.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from .formats import Decoded, Format, bitlen, decode, encode, get_format
+from .formats import ZERO_EXP, Decoded, Format, bitlen, decode, encode, get_format
 from .params import BlockFMA
 
 #: alignment exponent given to zero terms: far below any real exponent, so a zero
 #: never wins the max of step 5 and is shifted out entirely in step 6.
-NEG_E = -(1 << 20)
+NEG_E = ZERO_EXP
 
 
-@dataclass
 class Terms:
     """Addends, term axis first: value_k = (-1)**neg_k * mag_k * 2**(e_k - fb).
 
-    e is the *alignment* exponent (NEG_E for zero terms).  nan/pinf/ninf are per-term
-    special flags, or None when the whole batch has no special value (fast path).
+    ``e`` is the *alignment* exponent (NEG_E for zero terms).  The value is held either
+    as integers (``neg``, ``mag``: int64, or Python ints for f64 products) or as exact
+    float64 numbers ``val`` (whenever the significands fit in 53 bits); the other form
+    is derived on demand.  nan/pinf/ninf are per-term special flags, or None when the
+    whole batch has no special value (fast path).
     """
 
-    neg: np.ndarray
-    mag: np.ndarray
-    e: np.ndarray
-    fb: int
-    nan: np.ndarray | None = None
-    pinf: np.ndarray | None = None
-    ninf: np.ndarray | None = None
+    def __init__(self, neg=None, mag=None, e=None, fb: int = 0, nan=None, pinf=None, ninf=None, *, val=None):
+        self._neg, self._mag, self._val = neg, mag, val
+        self.e, self.fb = e, fb
+        self.nan, self.pinf, self.ninf = nan, pinf, ninf
+
+    @property
+    def neg(self):
+        if self._neg is None:
+            self._neg = np.signbit(self._val)
+        return self._neg
+
+    @neg.setter
+    def neg(self, v):
+        self._neg = v
+
+    @property
+    def mag(self):
+        if self._mag is None:
+            self._mag = np.ldexp(np.abs(self._val), self.fb - np.asarray(self.e, np.int64)).astype(np.int64)
+        return self._mag
+
+    @property
+    def val(self):
+        """Exact float64 values (only valid when :meth:`float_ok`)."""
+        if self._val is None:
+            v = np.ldexp(np.asarray(self._mag, np.float64), np.asarray(self.e, np.int64) - self.fb)
+            self._val = np.where(self._neg, -v, v)
+        return self._val
+
+    def float_ok(self) -> bool:
+        if self._val is not None:
+            return True
+        m = np.asarray(self._mag)
+        return m.dtype != object and (m.size == 0 or int(m.max()) < (1 << 53))
+
+    def nonzero(self):
+        return (self._val != 0) if self._val is not None else (np.asarray(self._mag) != 0)
 
     def take(self, idx) -> "Terms":
         if isinstance(idx, slice):
@@ -60,11 +93,16 @@ class Terms:
         else:
             idx = np.asarray(idx)
             sl = lambda x: None if x is None else np.take(x, idx, axis=0)  # noqa: E731
-        return Terms(sl(self.neg), sl(self.mag), sl(self.e), self.fb, sl(self.nan), sl(self.pinf), sl(self.ninf))
+        return Terms(sl(self._neg), sl(self._mag), sl(self.e), self.fb, sl(self.nan), sl(self.pinf),
+                     sl(self.ninf), val=sl(self._val))
 
     @property
     def K(self) -> int:
-        return self.mag.shape[0]
+        return self.e.shape[0]
+
+    @property
+    def batch_shape(self):
+        return self.e.shape[1:]
 
 
 # ---------------------------------------------------------------------------
@@ -104,25 +142,45 @@ def product_terms(factors: list[Decoded]) -> Terms:
     Returns K-first Terms whose alignment exponent is the sum of the factors' field
     exponents (numerics.md §2 step 3): a product keeps the exponent ``e_a + e_b`` even
     when its significand product is >= 2 (see :func:`fix_normalised_exponent` for the
-    normalised alternative).
+    normalised alternative).  Products whose significands fit in 53 bits are formed as
+    exact float64 values (one multiply per product, the fast path); wider ones (f64) as
+    Python integers.
     """
-    mv = lambda x: np.moveaxis(x, -1, 0)  # noqa: E731
+    # K-first *contiguous* factor arrays: the broadcast products then come out in C order,
+    # so the reductions over K run over whole rows (fast) rather than strided K-vectors
+    factors = [d.kfirst() for d in factors]
+    mv = lambda x: np.asarray(x)  # noqa: E731
     fb = sum(d.fmt.mantissa for d in factors)
-    mag = e = neg = zero = None
+    objects = any(np.asarray(d.sig).dtype == object for d in factors)
+    narrow = not objects and sum(d.fmt.mantissa + 1 for d in factors) <= 53
+    e = None
     for d in factors:
-        mag = mv(d.sig) if mag is None else mag * mv(d.sig)
-        e = mv(d.exp) if e is None else e + mv(d.exp)
-        neg = mv(d.neg) if neg is None else neg ^ mv(d.neg)
-        z = d.zero | d.nan | d.inf
-        zero = mv(z) if zero is None else zero | mv(z)
-    shape = np.broadcast_shapes(*[mv(d.sig).shape for d in factors])
-    mag = np.broadcast_to(mag, shape)
-    e = np.broadcast_to(np.where(zero, NEG_E, e), shape)
-    neg = np.broadcast_to(neg, shape)
-    terms = Terms(neg, mag, e, fb)
-    if any(np.any(d.nan | d.inf) for d in factors):
+        # zero and special factors carry ZERO_EXP, so the product's sum is far below any real one
+        ex = mv(d.ealign.astype(np.int32, copy=False))
+        e = ex if e is None else e + ex
+    shape = np.broadcast_shapes(*[mv(d.ealign).shape for d in factors])
+    e = np.broadcast_to(e, shape)
+    if narrow:
+        val = None
+        for d in factors:
+            v = mv(d.val)
+            val = v if val is None else val * v
+        terms = Terms(e=e, fb=fb, val=np.broadcast_to(val, shape))
+    else:
+        sig_bits = sum(int(np.max(d.sig, initial=0)).bit_length() for d in factors)
+        it = object if (objects or sig_bits > 62) else np.int64
+        mag = neg = None
+        for d in factors:
+            sg = mv(np.asarray(d.sig).astype(it))
+            mag = sg if mag is None else mag * sg
+            neg = mv(d.neg) if neg is None else neg ^ mv(d.neg)
+        terms = Terms(np.broadcast_to(neg, shape), np.broadcast_to(mag, shape), e, fb)
+    if any(d.has_special() for d in factors):
         nan, inf = _special_flags([Decoded(d.fmt, mv(d.neg), mv(d.sig), mv(d.exp), mv(d.nan), mv(d.inf),
                                            mv(d.zero)) for d in factors])
+        neg = None
+        for d in factors:
+            neg = mv(d.neg) if neg is None else neg ^ mv(d.neg)
         nan = np.broadcast_to(nan, shape)
         inf = np.broadcast_to(inf, shape)
         terms.nan, terms.pinf, terms.ninf = nan, inf & ~neg, inf & neg
@@ -130,30 +188,39 @@ def product_terms(factors: list[Decoded]) -> Terms:
 
 
 def fix_normalised_exponent(t: Terms) -> Terms:
-    """Replace alignment exponents by the leading-one exponent (normalised products)."""
-    nz = t.mag != 0
-    e = np.where(nz, t.e + bitlen(np.asarray(t.mag, np.int64)) - 1 - t.fb, NEG_E)
-    return Terms(t.neg, t.mag, e, t.fb, t.nan, t.pinf, t.ninf)
+    """Alignment exponent = the product's leading one (the "normalised products" hypothesis).
+
+    Value is kept: every magnitude is renormalised to W = fb + 2 bits, so that
+    value = mag' * 2**(e' - (W - 1)) with e' the leading-one exponent.
+    """
+    mag = np.asarray(t.mag, np.int64)
+    W = t.fb + 2
+    nb = bitlen(mag)
+    nz = mag != 0
+    e = np.where(nz, t.e + nb - 1 - t.fb, NEG_E)
+    mag = np.where(nz, mag << np.clip(W - nb, 0, 63), 0)
+    return Terms(t.neg, mag, e, W - 1, t.nan, t.pinf, t.ninf)
 
 
 def value_terms(d: Decoded) -> Terms:
     """One addend per element (e.g. c), as K=1 Terms: [1, *shape]."""
-    ex = lambda x: x[None]  # noqa: E731
-    e = np.where(d.zero | d.nan | d.inf, NEG_E, d.exp)
-    t = Terms(ex(d.neg), ex(d.sig), ex(e), d.fmt.mantissa)
-    if np.any(d.nan | d.inf):
+    ex = lambda x: np.asarray(x)[None]  # noqa: E731
+    t = Terms(ex(d.neg), ex(d.sig), ex(d.ealign), d.fmt.mantissa)
+    if d.fmt.mantissa < 53:
+        t._val = ex(d.val)
+    if d.has_special():
         t.nan, t.pinf, t.ninf = ex(d.nan), ex(d.inf & ~d.neg), ex(d.inf & d.neg)
     return t
 
 
 def c_terms(c_codes, ctype: str, p: BlockFMA) -> Terms:
-    """The accumulator input as an addend: read as an f32 when ``p.c_as_f32``."""
+    """The accumulator input as an addend: read as an f32 when ``p.c_as_f32`` (so its
+    alignment exponent is its f32 field exponent, pinned at -126), else with its own
+    format's field exponent.  ``pin_subnormals`` concerns A/B only."""
     f = get_format(ctype)
     d = decode(c_codes, f)
     if p.c_as_f32 and f.name != "f32" and f.is_float:
         d = decode(encode(d.neg, d.sig, d.lsb, "f32", "rn", nan=d.nan, inf=d.inf), "f32")
-    elif not p.pin_subnormals:
-        d = unpin_subnormals(d)
     return value_terms(d)
 
 
@@ -190,53 +257,42 @@ def _zero_sign(groups: list[Terms], S, rule: str, mode: str):
         return np.zeros(S.shape, bool)
     all_zero = np.ones(S.shape, bool)
     all_neg = np.ones(S.shape, bool)
+    any_neg = np.zeros(S.shape, bool)
     for g in groups:
-        all_zero &= ~_any0(np.asarray(g.mag) != 0)
+        all_zero &= ~_any0(g.nonzero())
         all_neg &= np.logical_and.reduce(g.neg, axis=0)
-    # all addends zero: -0 iff every one is -0; otherwise exact cancellation: +0 (rm: -0)
-    return np.where(all_zero, all_neg, mode == "rm")
+        any_neg |= _any0(g.neg)
+    rm = mode == "rm"
+    # IEEE 754 §6.3: a sum of zeros of one sign keeps it; mixed signs or an exact
+    # cancellation give +0, except -0 when rounding toward -Inf
+    return np.where(all_zero, all_neg | (rm & any_neg), rm)
 
 
 def block(groups: list[Terms], p: BlockFMA, out, *, mode: str | None = None) -> np.ndarray:
     """One block FMA (steps 1, 5-8) over addend groups (products, c).  Returns codes."""
     out = get_format(out)
     mode = mode or p.rounding
-    shape = np.broadcast_shapes(*[g.mag.shape[1:] for g in groups])
-    sp = _specials(groups, shape)
+    shape = np.broadcast_shapes(*[g.batch_shape for g in groups])
+    sp = _specials(groups, shape)                                    # step 1
     if p.truncation == "none":
         return exact_round(groups, out, mode, overflow=p.overflow, nan_code=p.nan_bits,
                            zero_sign=p.zero_sign, frac_bits=p.out_frac, ftz=p.subnormal_output == "ftz",
                            specials=sp)
     F = p.F
-    # step 5: common exponent
-    E = None
+    E = None                                                         # step 5
     for g in groups:
         ge = np.max(g.e, axis=0) if g.K else np.full(shape, NEG_E)
         E = ge if E is None else np.maximum(E, ge)
-    E = np.broadcast_to(E, shape)
+    E = np.broadcast_to(E, shape).astype(np.int64)
     if p.minexp is not None:
         E = np.maximum(E, p.minexp)
-    # steps 6-7: truncate every addend to the grid 2**(E-F), sum exactly
-    S = np.zeros(shape, np.int64)
-    for g in groups:
-        if not g.K:
-            continue
-        pre = max(0, F - g.fb)
-        extra = max(0, g.fb - F)
-        sh = (E - g.e) + extra if extra else E - g.e
-        mag = g.mag << pre if pre else g.mag
-        if p.truncation == "magnitude":
-            m = mag >> sh
-            np.negative(m, out=m, where=g.neg)
-        elif p.truncation == "floor":
-            m = np.where(g.neg, -mag, mag) >> sh
-        else:
-            raise ValueError(f"truncation {p.truncation!r}")
-        S += np.add.reduce(m, axis=0)
-    # step 8: one rounding
-    neg = S < 0
+    if all(g.float_ok() for g in groups):                            # steps 6-7
+        S = _window_sum_float(groups, E, F, p.truncation)
+    else:
+        S = _window_sum_int(groups, E, F, p.truncation)
+    neg = S < 0                                                      # step 8
     zero = S == 0
-    if np.any(zero):
+    if p.zero_sign != "positive" and np.any(zero):
         neg = np.where(zero, _zero_sign(groups, S, p.zero_sign, mode), neg)
     nan = inf = None
     if sp is not None:
@@ -246,26 +302,68 @@ def block(groups: list[Terms], p: BlockFMA, out, *, mode: str | None = None) -> 
                   ftz=p.subnormal_output == "ftz", nan=nan, inf=inf, nan_code=p.nan_bits)
 
 
+def _window_sum_float(groups: list[Terms], E, F: int, truncation: str):
+    """Steps 6-7 with exact float64 arithmetic: m = trunc(v * 2**(F-E)), S = sum(m).
+
+    Exact because every v is a float64 with <= 53 significant bits, scaling by a power
+    of two is exact (a result small enough to lose bits is below 1 and truncates to 0 or,
+    for floor, -1 either way), each m is an integer below 2**(F+3) and their sum stays
+    below 2**53.  ``trunc`` is truncation toward zero = per-term magnitude truncation.
+    """
+    scale = np.ldexp(1.0, F - np.maximum(E, -900))   # E < -900 only when every addend is 0
+    rnd = np.trunc if truncation == "magnitude" else np.floor if truncation == "floor" else None
+    if rnd is None:
+        raise ValueError(f"truncation {truncation!r}")
+    S = None
+    for g in groups:
+        if not g.K:
+            continue
+        x = g.val * scale
+        rnd(x, out=x)
+        s = np.add.reduce(x, axis=0)
+        S = s if S is None else S + s
+    if S is None:
+        return np.zeros(E.shape, np.int64)
+    return np.broadcast_to(S, E.shape).astype(np.int64)
+
+
+def _window_sum_int(groups: list[Terms], E, F: int, truncation: str):
+    """Steps 6-7 in int64 (for addends with more than 53 significant bits)."""
+    S = np.zeros(E.shape, np.int64)
+    for g in groups:
+        if not g.K:
+            continue
+        pre = max(0, F - g.fb)
+        extra = max(0, g.fb - F)
+        sh = np.clip((E - np.asarray(g.e, np.int64)) + extra, 0, 63)
+        mag = np.asarray(g.mag, np.int64) << pre
+        if truncation == "magnitude":
+            m = mag >> sh
+            m = np.where(g.neg, -m, m)
+        elif truncation == "floor":
+            m = np.where(g.neg, -mag, mag) >> sh
+        else:
+            raise ValueError(f"truncation {truncation!r}")
+        S += np.add.reduce(m, axis=0, dtype=np.int64)
+    return S
+
+
 def block_after(prod: Terms, c: Terms, p: BlockFMA, out) -> np.ndarray:
     """``c_entry = "after"``: window over the products only, then c added exactly, one rounding."""
     out = get_format(out)
-    shape = np.broadcast_shapes(prod.mag.shape[1:], c.mag.shape[1:])
+    shape = np.broadcast_shapes(prod.batch_shape, c.batch_shape)
     sp = _specials([prod, c], shape)
     F = p.F
-    E = np.broadcast_to(np.max(prod.e, axis=0), shape)
+    E = np.broadcast_to(np.max(prod.e, axis=0), shape).astype(np.int64)
     if p.minexp is not None:
         E = np.maximum(E, p.minexp)
-    pre, extra = max(0, F - prod.fb), max(0, prod.fb - F)
-    m = (prod.mag << pre) >> ((E - prod.e) + extra)
-    if p.truncation == "floor":
-        m = np.where(prod.neg, -(prod.mag << pre), prod.mag << pre) >> ((E - prod.e) + extra)
+    if prod.float_ok():
+        S = _window_sum_float([prod], E, F, p.truncation)
     else:
-        np.negative(m, out=m, where=prod.neg)
-    S = np.add.reduce(m, axis=0)
+        S = _window_sum_int([prod], E, F, p.truncation)
     # the truncated product sum as one addend with fb = F, alignment exponent E
-    st = Terms((S < 0)[None], np.abs(S)[None], np.where(S == 0, NEG_E, E)[None], F)
     allz = _zero_sign([prod], S, p.zero_sign, p.rounding)  # sign if the products are all zero
-    st.neg = np.where(S == 0, allz, S < 0)[None]
+    st = Terms(np.where(S == 0, allz, S < 0)[None], np.abs(S)[None], np.where(S == 0, NEG_E, E)[None], F)
     return exact_round([st, c], out, p.rounding, overflow=p.overflow, nan_code=p.nan_bits,
                        zero_sign=p.zero_sign, frac_bits=p.out_frac, ftz=p.subnormal_output == "ftz",
                        specials=sp)
@@ -281,7 +379,7 @@ def exact_sum(groups: list[Terms]):
     S is int64 when every output's span fits in 62 bits (the common case), else a numpy
     object array of Python ints.  Zero terms are ignored.
     """
-    shape = np.broadcast_shapes(*[g.mag.shape[1:] for g in groups])
+    shape = np.broadcast_shapes(*[g.batch_shape for g in groups])
     BIG = 1 << 40
     L = np.full(shape, BIG, np.int64)
     top = np.full(shape, -BIG, np.int64)
@@ -291,7 +389,7 @@ def exact_sum(groups: list[Terms]):
         nterms += g.K
         mag = np.asarray(g.mag)
         nz = mag != 0
-        lsb = g.e - g.fb
+        lsb = np.asarray(g.e, np.int64) - g.fb
         L = np.minimum(L, np.min(np.where(nz, lsb, BIG), axis=0, initial=BIG))
         if not obj:
             t = lsb + bitlen(mag)
@@ -301,7 +399,7 @@ def exact_sum(groups: list[Terms]):
     if not obj and np.all(top - L <= budget):
         S = np.zeros(shape, np.int64)
         for g in groups:
-            sh = np.where(np.asarray(g.mag) != 0, g.e - g.fb - L, 0)
+            sh = np.where(np.asarray(g.mag) != 0, np.asarray(g.e, np.int64) - g.fb - L, 0)
             v = np.asarray(g.mag, np.int64) << sh
             np.negative(v, out=v, where=np.broadcast_to(g.neg, v.shape))
             S += np.add.reduce(v, axis=0)
@@ -311,10 +409,10 @@ def exact_sum(groups: list[Terms]):
     for g in groups:
         mag = np.asarray(g.mag)
         nz = mag != 0
-        sh = np.where(nz, g.e - g.fb - L, 0).astype(object)
-        v = mag.astype(object) << sh
-        v = np.where(np.broadcast_to(g.neg, v.shape), -v, v)
-        S = S + np.add.reduce(v, axis=0)
+        sh = np.asarray(np.where(nz, np.asarray(g.e, np.int64) - g.fb - L, 0)).astype(object)
+        v = np.asarray(np.asarray(mag, dtype=object) << sh, dtype=object)
+        v = np.asarray(np.where(np.broadcast_to(g.neg, v.shape), -v, v), dtype=object)
+        S = np.asarray(S + np.add.reduce(v, axis=0), dtype=object)
     return S, L
 
 
@@ -323,13 +421,13 @@ def exact_round(groups: list[Terms], out: Format, mode: str, *, overflow: str = 
                 specials="compute") -> np.ndarray:
     """Exact sum of all addends rounded once into ``out`` (IEEE specials)."""
     out = get_format(out)
-    shape = np.broadcast_shapes(*[g.mag.shape[1:] for g in groups])
+    shape = np.broadcast_shapes(*[g.batch_shape for g in groups])
     sp = _specials(groups, shape) if specials == "compute" else specials
     S, L = exact_sum(groups)
     if S.dtype == object:
-        neg = (S < 0).astype(bool)
-        mag = np.where(neg, -S, S)
-        zero = (S == 0).astype(bool)
+        neg = np.asarray(S < 0).astype(bool)
+        mag = np.asarray(np.where(neg, -S, S), dtype=object)
+        zero = np.asarray(S == 0).astype(bool)
     else:
         neg, mag, zero = S < 0, np.abs(S), S == 0
     if np.any(zero):
@@ -361,5 +459,6 @@ def chain(prod: Terms, c_codes, ctype: str, dtype: str, p: BlockFMA) -> np.ndarr
             out = block_after(part, c, p, dtype)
         else:
             out = block([part, c], p, dtype)
-        c = c_terms(out, dtype, p)
+        if k0 + n < K:
+            c = c_terms(out, dtype, p)
     return out

@@ -130,7 +130,7 @@ class Format:
 
 
 @functools.lru_cache(maxsize=None)
-def formats() -> dict:
+def format_table() -> dict:
     """All formats of ``specs/formats.toml`` by name."""
     spec = load_spec("formats")
     out = {}
@@ -155,26 +155,66 @@ def get_format(fmt) -> Format:
         return fmt
     name = str(fmt).lstrip(".")
     try:
-        return formats()[name]
+        return format_table()[name]
     except KeyError:
-        raise KeyError(f"unknown element format {fmt!r}; specs/formats.toml has {sorted(formats())}") from None
+        raise KeyError(f"unknown element format {fmt!r}; specs/formats.toml has {sorted(format_table())}") from None
 
 
 # ---------------------------------------------------------------------------
 # Decode
 # ---------------------------------------------------------------------------
 
-@dataclass
-class Decoded:
-    """Exact decoded elements: value = (-1)**neg * sig * 2**(exp - fmt.mantissa)."""
+#: alignment exponent that ``Decoded.ealign`` gives zeros and specials: far below any
+#: real exponent, so they never win a maximum and shift out of any window
+ZERO_EXP = -(1 << 20)
 
-    fmt: Format
-    neg: np.ndarray      # bool
-    sig: np.ndarray      # int64, >= 0 (0 for NaN/Inf)
-    exp: np.ndarray      # int64 field exponent, pinned at emin for subnormals and zeros
-    nan: np.ndarray      # bool
-    inf: np.ndarray      # bool
-    zero: np.ndarray     # bool
+
+class Decoded:
+    """Exact decoded elements: value = (-1)**neg * sig * 2**(exp - fmt.mantissa).
+
+    Fields: ``neg`` (bool), ``sig`` (int64 >= 0, 0 for NaN/Inf), ``exp`` (int64 field
+    exponent, pinned at emin for subnormals and zeros), ``nan``, ``inf``, ``zero`` (bool).
+    Derived: ``lsb``, ``val`` (signed float64 value: exact for every format narrower
+    than f64), ``ealign`` (exp, or ZERO_EXP for zeros and specials).  Formats with at
+    most 2**16 encodings decode through a per-code table, one gather per field used.
+    """
+
+    _NAMES = ("neg", "sig", "exp", "nan", "inf", "zero")
+
+    def __init__(self, fmt, neg=None, sig=None, exp=None, nan=None, inf=None, zero=None, *,
+                 idx=None, table=None):
+        self.fmt = fmt
+        self._f = {"neg": neg, "sig": sig, "exp": exp, "nan": nan, "inf": inf, "zero": zero}
+        self._idx, self._table = idx, table
+
+    def _get(self, name):
+        v = self._f.get(name)
+        if v is None:
+            if self._table is not None:
+                v = self._table[name][self._idx]
+            elif name == "val":
+                x = np.ldexp(np.asarray(self.sig).astype(np.float64), self.lsb)
+                v = np.where(self.neg, -x, x)
+            elif name == "ealign":
+                v = np.where(self.zero | self.nan | self.inf, ZERO_EXP, self.exp)
+            else:
+                raise AttributeError(name)
+            self._f[name] = v
+        return v
+
+    neg = property(lambda self: self._get("neg"))
+    sig = property(lambda self: self._get("sig"))
+    exp = property(lambda self: self._get("exp"))
+    nan = property(lambda self: self._get("nan"))
+    inf = property(lambda self: self._get("inf"))
+    zero = property(lambda self: self._get("zero"))
+    val = property(lambda self: self._get("val"))
+    ealign = property(lambda self: self._get("ealign"))
+
+    def has_special(self) -> bool:
+        if self._table is not None:
+            return bool(self._table["any_special"] and np.any(self._table["special"][self._idx]))
+        return bool(np.any(self.nan | self.inf))
 
     @property
     def lsb(self) -> np.ndarray:
@@ -187,7 +227,37 @@ class Decoded:
 
     @property
     def shape(self):
-        return self.sig.shape
+        return np.shape(self.sig)
+
+    def kfirst(self) -> "Decoded":
+        """The same elements with the last (K) axis moved first, C-contiguous."""
+        mv = lambda x: np.ascontiguousarray(np.moveaxis(np.asarray(x), -1, 0))  # noqa: E731
+        if self._table is not None:
+            return Decoded(self.fmt, idx=mv(self._idx), table=self._table)
+        d = Decoded(self.fmt, *(mv(getattr(self, n)) for n in self._NAMES))
+        for extra in ("val", "ealign"):
+            if self._f.get(extra) is not None:
+                d._f[extra] = mv(self._f[extra])
+        return d
+
+    def __getitem__(self, key) -> "Decoded":
+        return Decoded(self.fmt, *(np.asarray(getattr(self, n))[key] for n in self._NAMES))
+
+
+@functools.lru_cache(maxsize=None)
+def _table(name: str) -> dict:
+    f = get_format(name)
+    codes = np.arange(1 << f.field_bits, dtype=np.uint64) << np.uint64(f.ignored_low_bits)
+    d = _decode_arith(codes, f)
+    t = {n: getattr(d, n) for n in Decoded._NAMES}
+    t["val"] = d.val
+    t["ealign"] = d.ealign.astype(np.int32)
+    t["special"] = d.nan | d.inf
+    t["any_special"] = bool(np.any(t["special"]))
+    for v in t.values():
+        if isinstance(v, np.ndarray):
+            v.setflags(write=False)
+    return t
 
 
 def decode(codes, fmt) -> Decoded:
@@ -196,7 +266,17 @@ def decode(codes, fmt) -> Decoded:
     x = np.asarray(codes)
     if x.dtype.kind not in "ui":
         raise TypeError(f"codes must be integers, got {x.dtype}")
-    x = x.astype(np.uint64)
+    if f.field_bits <= 16:
+        if f.ignored_low_bits:
+            x = x >> f.ignored_low_bits
+        if x.dtype.itemsize * 8 > f.field_bits or x.dtype.kind == "i":
+            x = x & ((1 << f.field_bits) - 1)
+        return Decoded(f, idx=x, table=_table(f.name))
+    return _decode_arith(x, f)
+
+
+def _decode_arith(codes, f: Format) -> Decoded:
+    x = np.asarray(codes).astype(np.uint64)
     shape = x.shape
     if f.cls in ("int", "bit"):
         x = x & np.uint64((1 << f.bits) - 1)
@@ -270,7 +350,7 @@ def to_float64(codes, fmt) -> np.ndarray:
 # ---------------------------------------------------------------------------
 
 def _bitlen_obj(x: np.ndarray) -> np.ndarray:
-    return np.frompyfunc(int.bit_length, 1, 1)(x).astype(np.int64)
+    return np.asarray(np.frompyfunc(int.bit_length, 1, 1)(x)).astype(np.int64)
 
 
 def compress_sticky(mag, lsb, keep: int = 62):
@@ -287,9 +367,9 @@ def compress_sticky(mag, lsb, keep: int = 62):
     if not np.any(s):
         return mag.astype(np.int64), lsb
     so = s.astype(object)
-    hi = mag >> so
-    sticky = (hi << so) != mag
-    hi = (hi | sticky.astype(np.int64).astype(object)).astype(np.int64)
+    hi = np.asarray(mag >> so, dtype=object)
+    sticky = np.asarray((hi << so) != mag, dtype=bool)
+    hi = np.asarray(hi | sticky.astype(np.int64).astype(object), dtype=object).astype(np.int64)
     return hi, lsb + s
 
 
@@ -362,6 +442,7 @@ def encode(neg, mag, lsb, fmt, mode: str = "rn", *, frac_bits: int | None = None
     R = np.where(carry, R >> 1, R)
     e = e + carry
     normal = R >= (1 << P)
+    e = np.minimum(e, f.emax + 1)   # anything above emax overflows; keeps the code inside int64
     code = np.where(normal, ((e + f.bias) << m) + ((R - (1 << P)) << (m - P)), R << (m - P))
     if not f.subnormal:
         code = np.where(normal, code, 0)
@@ -471,4 +552,4 @@ def all_codes(fmt) -> np.ndarray:
 
 
 def float_formats() -> Iterable[str]:
-    return [n for n, f in formats().items() if f.is_float]
+    return [n for n, f in format_table().items() if f.is_float]

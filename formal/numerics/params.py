@@ -188,6 +188,11 @@ class ArchModel:
     input_types: frozenset
     notes: Mapping[str, str] = field(default_factory=dict)
 
+    @property
+    def citations(self) -> tuple:
+        """Full citations of ``sources``."""
+        return tuple(f"[{k}] {SOURCES.get(k, k)}" for k in self.sources)
+
     def key(self, atype: str, btype: str, ctype: str, dtype: str, kind: str | None = None,
             scaled: bool = False) -> str:
         f8 = {"e4m3", "e5m2", "e3m2", "e2m3", "e2m1"}

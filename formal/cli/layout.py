@@ -1,0 +1,272 @@
+"""``ptx-formal layout``: fragment tables both ways, figures, and audits.
+
+    ptx-formal layout OPCODE [--operand a] [--csv | --md | --json] [--by lane|element|both] [--svg FILE]
+    ptx-formal layout --all-figures DIR
+    ptx-formal layout audit OPCODE --operand a (--cute TV | --table FILE | --formula row=.. col=.. | --python FILE:FUNC)
+
+Exit codes: 0 shown / audit proved, 1 audit refuted, 2 bad input, 3 audit unknown.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+from .. import catalog as cat
+from .. import layout as L
+from . import InputError
+
+
+def register(sub) -> None:
+    p = sub.add_parser("layout", help="fragment layout tables (element <-> lane/register/bits), figures, audits",
+                       description="Show the layout of one operand of a form as tables both ways (element -> "
+                                   "lane/register/bits and lane/register -> element), draw it, or audit someone "
+                                   "else's layout against the spec ('layout audit OPCODE ...').")
+    p.add_argument("words", nargs="*", metavar="OPCODE", help="an opcode, or 'audit OPCODE'")
+    p.add_argument("--operand", "-o", help="a, b, c, d, scale_a, scale_b (default: every operand)")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--csv", action="store_true", help="CSV (one row per lane/register/element)")
+    fmt.add_argument("--md", action="store_true", help="Markdown tables")
+    fmt.add_argument("--json", action="store_true", help="JSON")
+    p.add_argument("--by", choices=["lane", "element", "both"], default="both",
+                   help="which table: lane/register -> element, element -> lane/register/bits, or both")
+    p.add_argument("--svg", metavar="FILE", help="draw the layout like the ISA figures")
+    p.add_argument("--all-figures", metavar="DIR", help="write the figure of every spec entry into DIR")
+    p.add_argument("--byte-id", type=int, help="block-scale byte-id selector (scale_a/scale_b)")
+    p.add_argument("--thread-id", type=int, help="block-scale thread-id selector (scale_a/scale_b)")
+    a = p.add_argument_group("audit (ptx-formal layout audit OPCODE --operand X ...)")
+    a.add_argument("--cute", metavar="TV", help="a CuTe TV layout '(T,V):(Ts,Vs)' in CuTe's (M,K)/(N,K)/(M,N) convention")
+    a.add_argument("--cute-thr", metavar="LAYOUT", help="CuTe ThrID: thread -> lane layout, e.g. '(4,2):(1,16)'")
+    a.add_argument("--cute-product-stride", type=int, metavar="N",
+                   help="m8n8k4 .f16: lanes between the products' threads (4 for the sm_70 quad pairs)")
+    a.add_argument("--table", metavar="FILE", help="a CSV/JSON table: lane,reg,elem,row,col[,product] (or lane,i,row,col)")
+    a.add_argument("--formula", nargs="+", metavar="NAME=EXPR",
+                   help="row=EXPR col=EXPR [product=EXPR] [NAME=EXPR lets] over lane, i, reg, elem")
+    a.add_argument("--python", metavar="FILE:FUNC", help="a Python function f(lane, reg, elem) -> (row, col[, product])")
+    a.add_argument("--no-bits", action="store_true", help="compare cells only, not bit positions")
+    p.set_defaults(func=cmd_layout)
+
+
+def _params(args) -> dict[str, int]:
+    out = {}
+    if args.byte_id is not None:
+        out["byte_id"] = args.byte_id
+    if args.thread_id is not None:
+        out["thread_id"] = args.thread_id
+    return out
+
+
+def cmd_layout(args) -> int:
+    words = list(args.words)
+    if args.all_figures:
+        if words:
+            raise InputError("--all-figures takes no opcode")
+        return all_figures(args.all_figures)
+    if not words:
+        raise InputError("ptx-formal layout: give an opcode (or --all-figures DIR, or 'audit OPCODE ...')")
+    if words[0] == "audit":
+        if len(words) != 2:
+            raise InputError("usage: ptx-formal layout audit OPCODE --operand X (--cute TV | --table FILE | "
+                             "--formula row=... col=... | --python FILE:FUNC)")
+        return cmd_audit(args, words[1])
+    if len(words) != 1:
+        raise InputError(f"ptx-formal layout takes one opcode, got {len(words)} words (quote the opcode?)")
+    form = cat.parse(words[0])
+    ops = [L.normalize_operand(args.operand)] if args.operand else L.layout_operands(form)
+    if not ops:
+        L._check_operand(form, "a")     # raises the wmma / no-layout message
+    params = _params(args)
+    lays = []
+    for op in ops:
+        prm = params if op.startswith("scale") else {}
+        if params and not op.startswith("scale") and args.operand:
+            raise InputError("--byte-id/--thread-id apply to the scale_a/scale_b operands only")
+        lays.append((op, L.fragment(form, op, **prm)))
+    if args.svg:
+        if len(lays) != 1:
+            raise InputError("--svg draws one operand: add --operand")
+        op, lay = lays[0]
+        Path(args.svg).write_text(_figure(form, op, lay))
+        print(f"wrote {args.svg}", file=sys.stderr)
+        return 0
+    if args.json:
+        out = []
+        for op, lay in lays:
+            d = L.layout_json(lay, form)
+            if args.by in ("lane", "both"):
+                d["by_lane"] = L.by_lane(lay)
+            if args.by in ("element", "both"):
+                d["by_element"] = L.by_element(lay)
+            out.append(d)
+        print(json.dumps(out[0] if len(out) == 1 else out, indent=1))
+        return 0
+    if args.csv:
+        for n, (op, lay) in enumerate(lays):
+            recs = L.by_element(lay) if args.by == "element" else L.by_lane(lay)
+            if len(lays) > 1:
+                recs = [dict(operand=op, **r) for r in recs]
+            text = L.records_csv(recs)
+            sys.stdout.write(text if n == 0 else text.split("\n", 1)[1])
+        return 0
+    for op, lay in lays:
+        print(_header(form, op, lay, md=args.md))
+        if args.md:
+            if args.by in ("element", "both"):
+                print("\n#### element -> lane / register / bits\n")
+                print(L.records_md(L.by_element(lay)))
+            if args.by in ("lane", "both"):
+                print("\n#### lane / register -> element\n")
+                print(L.records_md(L.by_lane(lay)))
+            print()
+        else:
+            if args.by in ("element", "both"):
+                print("element -> lane : element  (cell = T<lane>:<op><i>; register = i // epr, bits below)")
+                print(L.text_grid(lay, op))
+            if args.by in ("lane", "both"):
+                print("lane / register -> element  (<op><i>[bits]=(row,col))")
+                print(L.text_lanes(lay, op))
+            print()
+    return 0
+
+
+def _header(form: cat.Form, op: str, lay: L.Layout, md: bool = False) -> str:
+    e = lay.entry
+    lines = [f"{form.opcode}  operand {op}: {lay.rows} x {lay.cols}"
+             + (f" x {lay.products} products" if lay.products > 1 else "")
+             + f", {lay.nregs} x .b{lay.reg_bits} per lane, {lay.epr} element(s) per register, "
+               f"{lay.value_bits}-bit values in {lay.elem_bits}-bit containers at bit {lay.shift}"]
+    if lay.params:
+        lines.append("selectors: " + ", ".join(f"{k}={v}" for k, v in lay.params.items()))
+    if e is not None:
+        lines.append(f"spec entry {e.id} ({e.file}.toml), PTX ISA {e.section}" + (f", {e.figure}" if e.figure else "")
+                     + f"; evidence: {e.evidence}")
+        if e.note:
+            lines.append(f"note: {e.note}")
+    lines += lay.describe().splitlines()
+    if md:
+        return f"### `{form.opcode}` operand `{op}`\n\n" + "\n".join(f"    {x}" for x in lines[1:]) + "\n"
+    return "\n".join(lines)
+
+
+def _figure(form: cat.Form, op: str, lay: L.Layout) -> str:
+    e = lay.entry
+    sel = "" if not lay.params else " (" + ", ".join(f"{k}={v}" for k, v in lay.params.items()) + ")"
+    title = f"{form.opcode}: operand {op}{sel}"
+    cap = ""
+    if e is not None:
+        cap = f"spec entry {e.id}; PTX ISA {e.section}" + (f" ({e.figure})" if e.figure else "") + \
+              f"; {lay.nregs} x .b{lay.reg_bits} per lane, {lay.epr} element(s) per register"
+    from ..draw import layout_svg
+
+    return layout_svg(lay, op, title=title, caption=cap)
+
+
+def all_figures(directory: str) -> int:
+    """One SVG per spec entry (scale entries: per thread-id and per byte-id), plus index.md."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    forms = [f for f in cat.documented_forms() if f.family in ("mma", "mma.sp")]
+    index = ["# Fragment layout figures", "",
+             "Regenerated from `specs/fragments_mma*.toml` by `ptx-formal layout --all-figures DIR`.", "",
+             "| figure | entry | PTX ISA | ISA figure | example form |", "|---|---|---|---|---|"]
+    n = 0
+    for ent in L.spec().entries:
+        op = ent.operands[0]
+        form = next((f for f in forms if op in L.layout_operands(f) and [x.id for x in L.resolve(f, op)] == [ent.id]),
+                    None)
+        if form is None:
+            continue
+        space = L.param_space(form, op)
+        if space == [{}]:
+            variants = [{}]
+        else:
+            first = space[0]
+            variants = [p for p in space if all(p[k] == first[k] for k in p if k != "thread_id")]
+            variants += [p for p in space if all(p[k] == first[k] for k in p if k != "byte_id") and p not in variants]
+        for prm in variants:
+            lay = L.fragment(form, op, **prm)
+            suffix = "".join(f".{k.split('_')[0]}{v}" for k, v in sorted(prm.items()))
+            name = f"{ent.id}{suffix}.svg"
+            (d / name).write_text(_figure(form, op, lay))
+            index.append(f"| [{name}]({name}) | `{ent.id}` | {ent.section} | {ent.figure} | `{form.opcode}` |")
+            n += 1
+    (d / "index.md").write_text("\n".join(index) + "\n")
+    print(f"wrote {n} figures and index.md to {d}", file=sys.stderr)
+    return 0
+
+
+def _load_python(spec: str):
+    if ":" not in spec:
+        raise InputError("--python takes FILE:FUNC")
+    path, func = spec.rsplit(":", 1)
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"--python: no such file {path}")
+    modspec = importlib.util.spec_from_file_location("_ptx_formal_audit_user", p)
+    mod = importlib.util.module_from_spec(modspec)
+    try:
+        modspec.loader.exec_module(mod)
+    except Exception as e:  # user code: report it in one line
+        raise InputError(f"--python: {path} failed to import: {type(e).__name__}: {e}") from None
+    fn = getattr(mod, func, None)
+    if not callable(fn):
+        raise InputError(f"--python: {path} has no function {func}")
+    return fn
+
+
+def cmd_audit(args, opcode: str) -> int:
+    from .. import cute
+
+    if not args.operand:
+        raise InputError("layout audit needs --operand")
+    form = cat.parse(opcode)
+    op = L.normalize_operand(args.operand)
+    params = _params(args)
+    ref = L.fragment(form, op, **params)
+    given = [x for x in (args.cute, args.table, args.formula, args.python) if x]
+    if len(given) != 1:
+        raise InputError("layout audit takes exactly one of --cute, --table, --formula, --python")
+    if args.cute:
+        cand = cute.from_cute(args.cute, form, op, thr_to_lane=args.cute_thr,
+                              product_lane_stride=args.cute_product_stride, name="cute", **params)
+    elif args.table:
+        cand = L.load_table(args.table, like=ref)
+    elif args.formula:
+        kv = {}
+        for item in args.formula:
+            if "=" not in item:
+                raise InputError(f"--formula: expected NAME=EXPR, got {item!r}")
+            k, v = item.split("=", 1)
+            kv[k.strip()] = v.strip()
+        if "row" not in kv or "col" not in kv:
+            raise InputError("--formula needs row=EXPR and col=EXPR")
+        row, col, prod = kv.pop("row"), kv.pop("col"), kv.pop("product", None)
+        let = dict(L.spec().let)
+        let.update(kv)
+        if ref.products > 1 and prod is None:
+            raise InputError(f"{ref.name} runs {ref.products} products per warp: give product=EXPR too")
+        cand = L.Layout.from_formulas(row, col, product=prod, let=let, like=ref, name="formula")
+    else:
+        fn = _load_python(args.python)
+        try:
+            cand = L.Layout.from_function(fn, like=ref, name=args.python)
+        except (TypeError, ValueError) as e:
+            raise InputError(f"--python: the function failed: {type(e).__name__}: {e}") from None
+    rep = L.audit(cand, form, op, compare_bits=not args.no_bits, **params)
+    if args.json:
+        print(json.dumps(rep.to_dict(), indent=1))
+    else:
+        print(f"audit {form.opcode} operand {op} against spec entry {ref.name} (PTX ISA {ref.source})")
+        for r in rep.results:
+            what = r.obligation.family
+            if r.status == "proved":
+                print(f"  PROVED   {what:16s} ({r.solver})")
+            elif r.status == "refuted":
+                print(f"  REFUTED  {what:16s} witness: {json.dumps(r.witness)}")
+            else:
+                print(f"  UNKNOWN  {what:16s} {r.reason}")
+        print("verdict: " + {"proved": "equal to the spec and bijective",
+                             "refuted": "REFUTED", "unknown": "UNKNOWN"}[rep.status])
+    return {"proved": 0, "refuted": 1, "unknown": 3}[rep.status]

@@ -1,0 +1,162 @@
+"""Concrete evaluation of mma / mma.sp / wmma.mma, register level and matrix level.
+
+``evaluate(opcode, a, b, c, e=None, sel=None, arch="sm_90")`` takes each lane's fragment
+registers (``[T, 32, nregs]`` uint32, uint64 for f64 operands; ``e`` is ``[T, 32]``) and
+returns ``d`` in the same convention.  It is three steps, each owned by one module:
+
+1. ``formal.layout.unpack``     registers -> element encodings of A, B, C (the spec's fragments)
+2. ``formal.numerics``          D = A*B + C per architecture model, bit exact
+3. ``formal.layout.pack``       D -> registers
+
+Sparse forms take their A terms from ``formal.metadata.gather_terms`` (metadata decode,
+with undefined behaviour raised as :class:`formal.metadata.UndefinedBehavior`).
+``evaluate_matrices`` skips steps 1 and 3 (for ``wmma.mma`` this is the only level, since
+PTX leaves wmma fragments unspecified).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .catalog import Form, legality, parse
+
+
+class EvalError(ValueError):
+    """Input the evaluator cannot take (shape, dtype, form not available on arch)."""
+
+
+# The target whose legality an arch model stands for (the model is "what this GPU does").
+ARCH_TARGETS = {"sm_70": ("sm_70", "7.0"), "sm_75": ("sm_75", "7.0"), "sm_80": ("sm_80", "7.8"),
+                "sm_89": ("sm_89", "8.7"), "sm_90": ("sm_90a", "9.0"), "sm_100": ("sm_100a", "9.0"),
+                "sm_120": ("sm_120a", "9.1")}
+
+
+def _form(opcode: str | Form) -> Form:
+    return opcode if isinstance(opcode, Form) else parse(opcode)
+
+
+def check_available(form: Form, arch: str) -> None:
+    """Refuse forms the architecture cannot execute (``exact`` takes any documented form)."""
+    if arch == "exact":
+        res = legality(form, "sm_121a", "9.5")
+        # the exact model needs only a documented form; targets do not matter
+        if any(r.kind in ("syntax", "constraint") for r in res.reasons):
+            raise EvalError(f"{form.opcode} is not a documented form: {res.reasons[0].message}")
+        return
+    if arch not in ARCH_TARGETS:
+        raise EvalError(f"unknown arch {arch!r}; known: exact, {', '.join(ARCH_TARGETS)}")
+    t, p = ARCH_TARGETS[arch]
+    res = legality(form, t, p)
+    if not res.ok:
+        raise EvalError(f"{form.opcode} is not available on {arch} ({res.reasons[0].message})")
+
+
+def _numerics_kw(form: Form, arch: str) -> dict[str, Any]:
+    return dict(atype=form.atype, btype=form.btype, ctype=form.ctype, dtype=form.dtype, arch=arch,
+                satfinite=form.satfinite, bitop=form.bitop, rounding=form.rounding, kind=form.kind,
+                stype=form.stype, shape=form.mnk, sparse=form.is_sparse)
+
+
+def _check_regs(form: Form, name: str, x: Any, T: int | None) -> np.ndarray:
+    op = form.operands[name]
+    want = np.uint64 if op.reg_bits == 64 else np.uint32
+    arr = np.asarray(x)
+    if arr.ndim == 2:
+        arr = arr[None]
+    if arr.ndim != 3 or arr.shape[1:] != (32, op.count):
+        raise EvalError(f"operand {name} of {form.opcode} must have shape [T, 32, {op.count}], got {list(np.shape(x))}")
+    if arr.dtype != want:
+        if not np.issubdtype(arr.dtype, np.integer):
+            raise EvalError(f"operand {name} must hold raw register bits as unsigned integers ({np.dtype(want).name}), got {arr.dtype}")
+        arr = arr.astype(want)
+    if T is not None and arr.shape[0] != T:
+        raise EvalError(f"operand {name} has {arr.shape[0]} warps, expected {T}")
+    return arr
+
+
+def evaluate(opcode: str | Form, a, b, c, e=None, sel: int | None = None, arch: str = "sm_90",
+             scale_a=None, scale_b=None, scale_sel_a: tuple[int, int] = (0, 0),
+             scale_sel_b: tuple[int, int] = (0, 0)) -> np.ndarray:
+    """Register-level evaluation: returns d as ``[T, 32, nregs]`` (see module docstring)."""
+    from . import layout, numerics
+
+    form = _form(opcode)
+    if form.family not in ("mma", "mma.sp"):
+        raise EvalError(f"{form.family} fragments are unspecified by PTX; use evaluate_matrices for wmma.mma")
+    check_available(form, arch)
+    a = _check_regs(form, "a", a, None)
+    T = a.shape[0]
+    b = _check_regs(form, "b", b, T)
+    c = _check_regs(form, "c", c, T)
+    B = layout.unpack(form, "b", b)
+    C = layout.unpack(form, "c", c)
+    kw = _numerics_kw(form, arch)
+    if form.block_scale:
+        raise EvalError("register-level block-scaled evaluation needs scale registers; not supported yet for "
+                        f"{form.opcode}")
+    if form.is_sparse:
+        from . import metadata
+
+        if e is None or sel is None:
+            raise EvalError(f"{form.opcode} needs the metadata registers e [T, 32] and the selector sel")
+        e = np.asarray(e, dtype=np.uint32).reshape(T, 32)
+        vals, kidx = metadata.gather_terms(form, a, e, sel)        # [T, M, K/2] each, hardware order
+        M, N, _ = form.mnk
+        bt = np.take_along_axis(B[:, None, :, :], kidx[..., None].astype(np.int64), axis=2)   # [T, M, K/2, N]
+        at = np.broadcast_to(vals[..., None], bt.shape)
+        D = numerics.dot_terms(np.moveaxis(at, 3, 2), np.moveaxis(bt, 3, 2), C, **kw)       # [T, M, N]
+    else:
+        A = layout.unpack(form, "a", a)
+        if A.ndim == 4:  # m8n8k4 .f16: four independent products
+            P = A.shape[1]
+            D = numerics.mma_matrices(A.reshape(T * P, *A.shape[2:]), B.reshape(T * P, *B.shape[2:]),
+                                      C.reshape(T * P, *C.shape[2:]), **kw).reshape(T, P, *C.shape[2:])
+        else:
+            D = numerics.mma_matrices(A, B, C, **kw)
+    return layout.pack(form, "d", D)
+
+
+def evaluate_matrices(opcode: str | Form, A, B, C, arch: str = "sm_90", scale_a=None, scale_b=None) -> np.ndarray:
+    """Matrix-level evaluation on raw element encodings: A [T,M,K], B [T,K,N], C [T,M,N] -> D [T,M,N].
+
+    For ``mma.sp`` A is the dense structured-sparse matrix (its non-zeros define the
+    metadata); for ``m8n8k4`` .f16 each of T matrices is one 8x8x4 product; for
+    ``wmma.mma`` the matrices are the ones in memory.
+    """
+    from . import numerics
+
+    form = _form(opcode)
+    if form.family not in ("mma", "mma.sp", "wmma.mma"):
+        raise EvalError(f"{form.opcode} is not an mma instruction")
+    check_available(form, arch)
+    M, N, K = form.mnk
+    A, B, C = (np.asarray(x) for x in (A, B, C))
+    if A.ndim == 2:
+        A, B, C = A[None], B[None], C[None]
+    for nm, x, shp in (("A", A, (M, K)), ("B", B, (K, N)), ("C", C, (M, N))):
+        if x.ndim != 3 or x.shape[1:] != shp:
+            raise EvalError(f"{nm} must have shape [T, {shp[0]}, {shp[1]}] for {form.opcode}, got {list(x.shape)}")
+        if not np.issubdtype(x.dtype, np.integer):
+            raise EvalError(f"{nm} must hold raw element encodings as unsigned integers, got {x.dtype}")
+    kw = _numerics_kw(form, arch)
+    if form.block_scale:
+        if scale_a is None or scale_b is None:
+            raise EvalError(f"{form.opcode} needs scale_a [T, M, SFA_N] and scale_b [T, SFB_M, N]")
+        nsf = {"1X": 1, "2X": 2, "4X": 4}[form.scale_vec_effective]
+        sa = np.repeat(np.asarray(scale_a, np.uint8).reshape(-1, M, nsf), K // nsf, axis=2)      # [T, M, K]
+        sb = np.repeat(np.asarray(scale_b, np.uint8).reshape(-1, nsf, N), K // nsf, axis=1)      # [T, K, N]
+        a_t = np.broadcast_to(A[:, :, None, :], (A.shape[0], M, N, K))
+        b_t = np.broadcast_to(np.swapaxes(B, 1, 2)[:, None, :, :], (A.shape[0], M, N, K))
+        sa_t = np.broadcast_to(sa[:, :, None, :], a_t.shape)
+        sb_t = np.broadcast_to(np.swapaxes(sb, 1, 2)[:, None, :, :], a_t.shape)
+        return numerics.dot_terms(a_t, b_t, C, scale_a=sa_t, scale_b=sb_t, **{k: v for k, v in kw.items()})
+    if form.is_sparse:
+        from . import metadata
+
+        vals, kidx = metadata.sparse_terms(form, A)                 # [T, M, K/2] hardware order
+        bt = np.take_along_axis(B[:, None, :, :], kidx[..., None].astype(np.int64), axis=2)
+        at = np.broadcast_to(vals[..., None], bt.shape)
+        return numerics.dot_terms(np.moveaxis(at, 3, 2), np.moveaxis(bt, 3, 2), C, **kw)
+    return numerics.mma_matrices(A, B, C, **kw)

@@ -1,0 +1,338 @@
+"""Vectorised matrix-level MMA arithmetic: :func:`dot_terms` and :func:`mma_matrices`.
+
+``dot_terms`` computes one output element per batch position from the K terms that
+feed it; the architecture model (:mod:`formal.numerics.archs`) chooses the parameter
+record and this module runs it.  Everything is numpy over whole batches; the only
+Python loops are over blocks / groups / FMA steps (at most K of them).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import block as B
+from .archs import get_model
+from .formats import Decoded, convert, decode, encode_int, get_format, int_values
+from .params import BlockFMA, Emulated, ExactRound, FmaChain, IntegerDot, Popc, UnsupportedPath
+
+#: products per chunk: keeps the [K, chunk] temporaries inside the CPU caches
+CHUNK_TERMS = 1 << 20
+
+def dot_terms(a, b, c, *, atype, btype, ctype, dtype, arch="sm_90", satfinite=False,
+              bitop=None, rounding=None, kind=None, scale_a=None, scale_b=None, stype=None,
+              shape=None, sparse=False, scale_vec=None):
+    """D = A·B + C for one output element per batch position, bit-exact per ``arch``.
+
+    a, b: uint arrays [..., K] of element encodings (right-aligned: an e2m1 is 0..15, a
+    tf32 is its full 32-bit f32 container, f64 is uint64); the leading dimensions of a, b
+    and c broadcast together.  c: uint array [...] in ``ctype`` encoding.  The K axis is
+    in the instruction's k order (sparse mma: the compressed order of the stored
+    non-zeros, b already gathered at the matching logical k).
+    scale_a / scale_b: optional uint8 arrays [..., K], the block-scale factor (``stype``)
+    of each term, already expanded per k.  ``scale_vec`` ("1X"/"2X"/"4X") only matters for
+    the ``scale_mode="block_exact"`` hypothesis (block size K // n).
+    shape = (M, N, K) of the instruction.  arch: a name in ``MODELS`` or an ArchModel.
+    Returns d [...] as uint in dtype encoding (uint16 f16, uint32 f32/s32, uint64 f64).
+    """
+    model = get_model(arch)
+    atype, btype, ctype, dtype = (str(t).lstrip(".") for t in (atype, btype, ctype, dtype))
+    scaled = scale_a is not None or scale_b is not None
+    key, p = model.path(atype, btype, ctype, dtype, kind, scaled=scaled)
+    a = np.asarray(a)
+    b = np.asarray(b)
+    c = np.asarray(c)
+    if a.shape[-1] != b.shape[-1]:
+        raise ValueError(f"a has K={a.shape[-1]}, b has K={b.shape[-1]}")
+    K = a.shape[-1]
+    batch = np.broadcast_shapes(a.shape[:-1], b.shape[:-1], c.shape)
+    if scaled:
+        if scale_a is None or scale_b is None or stype is None:
+            raise ValueError("block scaling needs scale_a, scale_b and stype")
+        scale_a = np.asarray(scale_a)
+        scale_b = np.asarray(scale_b)
+    ctx = dict(atype=atype, btype=btype, ctype=ctype, dtype=dtype, satfinite=satfinite, bitop=bitop,
+               rounding=rounding, kind=kind, stype=stype, shape=shape, sparse=sparse, scale_vec=scale_vec,
+               key=key, K=K)
+    run = _EXECUTORS[type(p)]
+    nb = len(batch)
+    if nb == 0:  # a single output: give everything a batch axis of 1
+        lift = lambda x: None if x is None else x[None]  # noqa: E731
+        return run(lift(a), lift(b), lift(c), lift(scale_a), lift(scale_b), p, ctx)[0]
+    # Layout: the batch axis along which a and b both vary (T for mma_matrices) goes
+    # last, so every broadcast product [K, ..., T] has a long contiguous inner loop; the
+    # work is chunked along that axis to stay in cache.
+    ops = [(a, 1), (b, 1), (c, 0), (scale_a, 1), (scale_b, 1)]
+    ops = [None if x is None else x.reshape((1,) * (nb - (x.ndim - e)) + x.shape) for x, e in ops]
+    a2, b2 = ops[0], ops[1]
+    shared = [i for i in range(nb) if a2.shape[i] > 1 and b2.shape[i] > 1] or list(range(nb))
+    inner = max(shared, key=lambda i: (batch[i], i))
+    perm = [i for i in range(nb) if i != inner] + [inner]
+    ops = [None if x is None else x.transpose(perm + list(range(nb, x.ndim))) for x in ops]
+    n_in = batch[inner]
+    total = int(np.prod(batch)) * max(K, 1)
+    step = n_in if total <= CHUNK_TERMS else max(1, CHUNK_TERMS * n_in // total)
+    outs = []
+    for i in range(0, n_in, step):
+        sl = slice(i, min(n_in, i + step))
+        part = [None if x is None else _slice_axis(x, nb - 1, sl) for x in ops]
+        outs.append(np.asarray(run(*part, p, ctx)))
+    out = outs[0] if len(outs) == 1 else np.concatenate(outs, axis=nb - 1)
+    out = np.broadcast_to(out, tuple(batch[i] for i in perm))
+    return np.ascontiguousarray(out.transpose(np.argsort(perm)))
+
+
+def _slice_axis(x, ax, sl):
+    """Slice batch axis ``ax`` of an operand unless it broadcasts along it."""
+    if x.shape[ax] == 1:
+        return x
+    idx = [slice(None)] * x.ndim
+    idx[ax] = sl
+    return x[tuple(idx)]
+
+
+def mma_matrices(A, B, C, **kw):
+    """Dense wrapper: A [T,M,K], B [T,K,N], C [T,M,N] -> D [T,M,N] (calls dot_terms).
+
+    Optional ``scale_a`` [T,M,K] and ``scale_b`` [T,K,N] (already expanded per k).
+    """
+    A = np.asarray(A)
+    Bm = np.asarray(B)
+    a = A[..., :, None, :]                      # [T, M, 1, K]
+    b = np.swapaxes(Bm, -1, -2)[..., None, :, :]  # [T, 1, N, K]
+    kw = dict(kw)
+    for s, f in (("scale_a", lambda x: x[..., :, None, :]),
+                 ("scale_b", lambda x: np.swapaxes(x, -1, -2)[..., None, :, :])):
+        if kw.get(s) is not None:
+            kw[s] = f(np.asarray(kw[s]))
+    return dot_terms(a, b, np.asarray(C), **kw)
+
+
+# ---------------------------------------------------------------------------
+# Decoding helpers
+# ---------------------------------------------------------------------------
+
+def _decode_input(x, t: str, p) -> Decoded:
+    """Decode A/B elements, applying the model's input conversion (tf32) and pinning."""
+    if t == "tf32":
+        conv = getattr(p, "tf32_conversion", "truncate")
+        if conv == "rn":
+            d = decode(convert(x, "f32", "tf32", "rn"), "tf32")
+        elif conv == "truncate":
+            d = decode(x, "tf32")
+            if getattr(p, "tf32_nan", "blind") == "keep":
+                n32 = decode(x, "f32").nan
+                d = Decoded(d.fmt, d.neg, np.where(n32, 0, d.sig), d.exp, d.nan | n32, d.inf & ~n32, d.zero & ~n32)
+        else:
+            raise ValueError(f"tf32_conversion {conv!r}")
+    else:
+        d = decode(x, t)
+    if isinstance(p, BlockFMA) and not p.pin_subnormals:
+        d = B.unpin_subnormals(d)
+    return d
+
+
+def _zeros(shape, dtype):
+    return np.zeros(shape, get_format(dtype).np_container)
+
+
+# ---------------------------------------------------------------------------
+# Executors
+# ---------------------------------------------------------------------------
+
+def _run_block(a, b, c, sa, sb, p: BlockFMA, ctx):
+    da = _decode_input(a, ctx["atype"], p)
+    db = _decode_input(b, ctx["btype"], p)
+    if ctx["key"] == "scaled.f32":
+        dsa = decode(sa, ctx["stype"])
+        dsb = decode(sb, ctx["stype"])
+        if p.scale_mode == "block_exact":
+            return _run_scaled_block_exact(da, db, dsa, dsb, c, p, ctx)
+        prod = B.product_terms([da, db, dsa, dsb])
+    else:
+        prod = B.product_terms([da, db])
+    return B.chain(prod, c, ctx["ctype"], ctx["dtype"], p)
+
+
+def scale_block_size(K, kind, stype, scale_vec):
+    if scale_vec is None:
+        k = (kind or "").lstrip(".").replace("kind::", "")
+        scale_vec = {"mxf8f6f4": "1X", "mxf4": "2X"}.get(k, "4X" if stype == "ue4m3" else "2X")
+    nvec = int(str(scale_vec).lstrip(".").replace("scale_vec::", "").rstrip("X"))
+    return max(1, K // nvec)
+
+
+def _run_scaled_block_exact(da, db, dsa, dsb, c, p: BlockFMA, ctx):
+    """Hypothesis (b) of numerics.md §5: exact per-scale-block partial sums, then one window.
+
+    Each partial sum times its two scales becomes one window addend whose alignment
+    exponent is its leading one.  It is held with W = 53 significant bits; a longer one is
+    truncated toward zero first, which cannot change the window's own magnitude
+    truncation (the window keeps F + 1 <= W bits below the leading one).
+    """
+    if p.truncation != "magnitude":
+        raise ValueError("scale_mode='block_exact' is defined for truncation='magnitude' only")
+    K = ctx["K"]
+    bs = scale_block_size(K, ctx["kind"], ctx["stype"], ctx["scale_vec"])
+    prod = B.product_terms([da, db])
+    sc = B.product_terms([dsa, dsb])          # scale products, per k
+    W = 53
+    negs, mags, es, nans, pinfs, ninfs = [], [], [], [], [], []
+    for k0 in range(0, K, bs):
+        part = prod.take(slice(k0, k0 + bs))
+        S, L = B.exact_sum([part])
+        s = sc.take(slice(k0, k0 + 1))
+        neg = np.asarray(S < 0, bool)
+        if S.dtype == object:
+            mag = np.asarray(np.where(neg, -S, S), dtype=object) * np.asarray(s.mag[0], dtype=object)
+            nb = np.asarray(np.frompyfunc(int.bit_length, 1, 1)(mag)).astype(np.int64)
+            cut = np.maximum(nb - W, 0)
+            mag = np.asarray(mag >> cut.astype(object), dtype=object).astype(np.int64)
+        else:
+            mag = np.abs(S) * np.asarray(s.mag[0], np.int64)   # < 2**62: partial sums of fp4/fp6/fp8
+            nb = B.bitlen(mag)
+            cut = np.maximum(nb - W, 0)
+            mag = mag >> cut
+        lsb = L + cut + (np.asarray(s.e[0], np.int64) - s.fb)
+        nb = B.bitlen(mag)
+        nz = mag != 0
+        mags.append(np.where(nz, mag << np.clip(W - nb, 0, 63), 0))
+        es.append(np.where(nz, lsb + nb - 1, B.NEG_E))
+        negs.append(neg)
+        sp = B._specials([part, s], neg.shape)
+        if sp is None:
+            sp = (np.zeros(neg.shape, bool),) * 3
+        nans.append(sp[0])
+        pinfs.append(sp[1] & ~sp[2])
+        ninfs.append(sp[1] & sp[2])
+    t = B.Terms(np.stack(negs), np.stack(mags), np.stack(es), W - 1,
+                np.stack(nans), np.stack(pinfs), np.stack(ninfs))
+    return B.chain(t, c, ctx["ctype"], ctx["dtype"], p.but(n=None))
+
+
+def _run_emulated(a, b, c, sa, sb, p: Emulated, ctx):
+    """numerics.md §3.4: fp8 -> f16 (exact), one HMMA per k group, then D = d + c (IEEE)."""
+    via = p.via
+    da = _decode_input(convert(a, ctx["atype"], via, "rn"), via, p.hmma)
+    db = _decode_input(convert(b, ctx["btype"], via, "rn"), via, p.hmma)
+    prod = B.product_terms([da, db])
+    batch = prod.batch_shape
+    dtype = ctx["dtype"]
+    if p.c_add == "window":
+        d, dty = c, ctx["ctype"]
+    else:
+        d, dty = _zeros(batch, dtype), dtype
+    for g in p.groups_for(ctx["K"]):
+        d = B.chain(prod.take(list(g)), d, dty, dtype, p.hmma)
+        dty = dtype
+    if p.c_add == "window":
+        return d
+    return add_rounded(d, dtype, c, ctx["ctype"], dtype, p.c_add, nan_code=p.add_nan_bits,
+                       zero_sign=p.add_zero_sign)
+
+
+def add_rounded(x, xtype, y, ytype, out, mode="rn", *, nan_code=None, zero_sign="ieee"):
+    """IEEE x + y rounded once into ``out`` (an FADD / HADD / DADD)."""
+    tx = B.value_terms(decode(x, xtype))
+    ty = B.value_terms(decode(y, ytype))
+    return B.exact_round([tx, ty], get_format(out), mode, overflow="ieee", nan_code=nan_code,
+                         zero_sign=zero_sign)
+
+
+def fma_f64(a: Decoded, b: Decoded, c: Decoded, mode="rn", nan_code=None):
+    """Correctly rounded IEEE binary64 fused multiply-add, vectorised and exact.
+
+    The 106-bit product is formed exactly with Python integers (numpy object arrays);
+    the sum is exact; one rounding (any mode) with gradual underflow and IEEE overflow.
+    """
+    neg = a.neg ^ b.neg
+    zero = a.zero | b.zero | a.nan | b.nan | a.inf | b.inf
+    mag = np.asarray(np.asarray(a.sig, dtype=object) * np.asarray(b.sig, dtype=object), dtype=object)
+    neg = np.asarray(neg)
+    e = np.asarray(np.where(zero, B.NEG_E, a.exp + b.exp))
+    pt = B.Terms(neg[None], mag[None], e[None], 104)
+    nan, inf = B._special_flags([a, b])
+    if np.any(nan | inf):
+        shape = mag.shape
+        pt.nan = np.broadcast_to(nan, shape)[None]
+        pt.pinf = np.broadcast_to(inf & ~neg, shape)[None]
+        pt.ninf = np.broadcast_to(inf & neg, shape)[None]
+    ct = B.value_terms(c)
+    return B.exact_round([pt, ct], get_format("f64"), mode, overflow="ieee", nan_code=nan_code,
+                         zero_sign="ieee")
+
+
+def _run_f64(a, b, c, sa, sb, p: FmaChain, ctx):
+    mode = (ctx["rounding"] or "rn").lstrip(".")
+    da = decode(a, "f64")
+    db = decode(b, "f64")
+    K = ctx["K"]
+    batch = np.broadcast_shapes(a.shape[:-1], b.shape[:-1], c.shape)
+    ks = range(K) if p.order == "ascending" else range(K - 1, -1, -1)
+    if p.c_first:
+        acc = np.broadcast_to(np.asarray(c, np.uint64), batch)
+    else:
+        acc = np.full(batch, 1 << 63, np.uint64)  # -0: the neutral element of IEEE addition
+    pick = lambda d, k: Decoded(d.fmt, d.neg[..., k], d.sig[..., k], d.exp[..., k], d.nan[..., k],  # noqa: E731
+                                d.inf[..., k], d.zero[..., k])
+    for k in ks:
+        acc = fma_f64(pick(da, k), pick(db, k), decode(acc, "f64"), mode, p.nan_bits)
+    if not p.c_first:
+        acc = add_rounded(acc, "f64", c, "f64", "f64", mode, nan_code=p.nan_bits)
+    return np.broadcast_to(acc, batch).astype(np.uint64)
+
+
+def _run_int(a, b, c, sa, sb, p: IntegerDot, ctx):
+    va = int_values(a, ctx["atype"])
+    vb = int_values(b, ctx["btype"])
+    vc = int_values(c, ctx["ctype"])
+    batch = np.broadcast_shapes(a.shape[:-1], b.shape[:-1], c.shape)
+    if ctx["satfinite"] and p.saturation == "per_step":
+        acc = np.broadcast_to(vc, batch).astype(np.int64)
+        lo, hi = -(1 << 31), (1 << 31) - 1
+        for k in range(ctx["K"]):
+            acc = np.clip(acc + va[..., k] * vb[..., k], lo, hi)
+        return encode_int(acc, ctx["dtype"], saturate=True)
+    total = vc + np.einsum("...k,...k->...", va, vb)
+    return encode_int(np.broadcast_to(total, batch), ctx["dtype"], saturate=bool(ctx["satfinite"]))
+
+
+def _run_popc(a, b, c, sa, sb, p: Popc, ctx):
+    op = (ctx["bitop"] or "").lstrip(".")
+    va = np.asarray(a).astype(np.int64) & 1
+    vb = np.asarray(b).astype(np.int64) & 1
+    if op == "and":
+        bits = va & vb
+    elif op == "xor":
+        bits = va ^ vb
+    else:
+        raise ValueError("b1 mma needs bitop='and' or 'xor'")
+    total = int_values(c, ctx["ctype"]) + bits.sum(axis=-1)
+    batch = np.broadcast_shapes(a.shape[:-1], b.shape[:-1], c.shape)
+    return encode_int(np.broadcast_to(total, batch), ctx["dtype"])
+
+
+def _run_exact(a, b, c, sa, sb, p: ExactRound, ctx):
+    key = ctx["key"]
+    if key == "int":
+        return _run_int(a, b, c, sa, sb, IntegerDot(), ctx)
+    if key == "b1":
+        return _run_popc(a, b, c, sa, sb, Popc(), ctx)
+    mode = p.rounding
+    if key == "f64" and ctx["rounding"]:
+        mode = ctx["rounding"].lstrip(".")
+    da = _decode_input(a, ctx["atype"], p)
+    db = _decode_input(b, ctx["btype"], p)
+    factors = [da, db]
+    if key == "scaled.f32":
+        factors += [decode(sa, ctx["stype"]), decode(sb, ctx["stype"])]
+    if key == "f64":
+        factors = [Decoded(d.fmt, d.neg, d.sig.astype(object), d.exp, d.nan, d.inf, d.zero) for d in factors]
+    prod = B.product_terms(factors)
+    ct = B.value_terms(decode(c, ctx["ctype"]))
+    return B.exact_round([prod, ct], get_format(ctx["dtype"]), mode, overflow="ieee",
+                         nan_code=p.nan_bits, zero_sign=p.zero_sign)
+
+
+_EXECUTORS = {BlockFMA: _run_block, Emulated: _run_emulated, FmaChain: _run_f64, IntegerDot: _run_int,
+              Popc: _run_popc, ExactRound: _run_exact}
+
+__all__ = ["dot_terms", "mma_matrices", "fma_f64", "add_rounded", "UnsupportedPath"]

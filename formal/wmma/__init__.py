@@ -1,0 +1,22 @@
+"""wmma: memory semantics with proofs, observed fragment maps, and theorems over every map.
+
+* :mod:`formal.wmma.memory` -- ``specs/wmma_memory.toml`` compiled to Z3 and enumeration:
+  :func:`check_access`, :func:`legal_strides`, :func:`memory_view`.
+* :mod:`formal.wmma.maps` -- per-architecture fragment maps as observations with provenance
+  (``specs/observed/``) and their proved properties.
+* :mod:`formal.wmma.theorems` -- the seed's prose claims proved over every fragment map the
+  rules allow.
+"""
+
+from .memory import (  # noqa: F401
+    READINGS,
+    AccessResult,
+    MemoryView,
+    StrideSet,
+    Violation,
+    check_access,
+    legal_strides,
+    memory_forms,
+    memory_view,
+)
+from .results import PROVED, REFUTED, UNKNOWN, Result  # noqa: F401
