@@ -160,3 +160,18 @@ def evaluate_matrices(opcode: str | Form, A, B, C, arch: str = "sm_90", scale_a=
         at = np.broadcast_to(vals[..., None], bt.shape)
         return numerics.dot_terms(np.moveaxis(at, 3, 2), np.moveaxis(bt, 3, 2), C, **kw)
     return numerics.mma_matrices(A, B, C, **kw)
+
+
+# ``formal.evaluate`` is both this module and the function users call
+# (``formal.evaluate(opcode, a, b, c)``): once the module is imported, Python binds the
+# module object to the package attribute, so the module itself forwards calls.
+import sys as _sys  # noqa: E402
+import types as _types  # noqa: E402
+
+
+class _CallableModule(_types.ModuleType):
+    def __call__(self, *args, **kwargs):
+        return evaluate(*args, **kwargs)
+
+
+_sys.modules[__name__].__class__ = _CallableModule

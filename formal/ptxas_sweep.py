@@ -88,6 +88,11 @@ def _pv(v: str) -> tuple[int, int]:
     return cat._pv(v)
 
 
+def catalog_ptx(px: Ptxas) -> str:
+    """The highest PTX ISA version both this ptxas and the catalog know."""
+    return max((v for v in _ptx_versions() if _pv(v) <= _pv(px.max_ptx)), key=_pv)
+
+
 def documented_cases(targets: Iterable[str], ptx: str) -> list[Case]:
     out = []
     for t in targets:
@@ -455,7 +460,7 @@ def sweep(ptxases: list[Ptxas] | None = None, targets: Iterable[str] = SWEEP_TAR
     order = sorted(targets, key=lambda t: (_pv(cat.parse_target(t).ptx), cat.parse_target(t).number))
     jobs = jobs or max(1, os.cpu_count() or 1)
     for px in pxs:
-        p = cat.check_ptx(ptx) if ptx else px.max_ptx
+        p = cat.check_ptx(ptx) if ptx else catalog_ptx(px)
         if _pv(p) > _pv(px.max_ptx):
             continue
         cases = build_cases(targets, p, categories, order)

@@ -41,7 +41,7 @@ def _no_ptxas() -> int:
 
 def cmd_check(args) -> int:
     from .. import ptxas
-    from ..ptxas_sweep import Case, catalog_verdict, explain
+    from ..ptxas_sweep import Case, catalog_ptx, catalog_verdict, explain
 
     t = cat.parse_target(args.target).name
     probe = ptxas.as_probe(args.opcode)
@@ -54,7 +54,10 @@ def cmd_check(args) -> int:
     rc = 0
     out = []
     for px in pxs:
-        p = cat.check_ptx(args.ptx) if args.ptx else px.max_ptx
+        p = cat.check_ptx(args.ptx) if args.ptx else catalog_ptx(px)
+        if cat._pv(p) > cat._pv(px.max_ptx):
+            print(f"ptx-formal: skipping ptxas {px.version}: it accepts PTX ISA <= {px.max_ptx}", file=sys.stderr)
+            continue
         v = ptxas.assemble([probe], t, p, px)[0]
         case = Case("check", probe, t, p)
         ok, reasons = catalog_verdict(case)
@@ -65,6 +68,9 @@ def cmd_check(args) -> int:
                     "ptxas_accepts": v.accepted, "ptxas_messages": v.messages,
                     "catalog_legal": ok, "catalog_reasons": list(reasons),
                     "agree": ok == v.accepted, "erratum": eid})
+    if not out:
+        print(f"ptx-formal: no ptxas found accepts PTX ISA {args.ptx}", file=sys.stderr)
+        return 3
     if args.json:
         print(json.dumps(out, indent=2))
     else:

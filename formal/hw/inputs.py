@@ -134,21 +134,14 @@ def random_operand(rng: np.random.Generator, op: Operand, T: int, regime: str, r
     return regs.astype(np.uint64 if op.reg_bits == 64 else np.uint32)
 
 
-# Legal metadata nibbles (9.7.14.6.1): ordered_metadata: increasing 2-bit index pairs;
-# plain .sp: any two distinct indices in either order; tf32: 0b0100 / 0b1110 only.
-_ORDERED = [0b0100, 0b1000, 0b1100, 0b1001, 0b1101, 0b1110]
-_ANY = _ORDERED + [((x & 3) << 2) | (x >> 2) for x in _ORDERED]
-_TF32 = [0b0100, 0b1110]
-
-
 def random_metadata(rng: np.random.Generator, form: Form, T: int) -> np.ndarray:
-    """[T, 32] uint32 metadata where every nibble of every lane is a legal index pair."""
-    if form.atype == "tf32":
-        pool = _TF32
-    elif form.sparsity == "sp::ordered_metadata":
-        pool = _ORDERED
-    else:
-        pool = _ANY
+    """[T, 32] uint32 metadata where every nibble of every lane is a legal index pair
+    (the legal values come from specs/metadata.toml via formal.metadata)."""
+    from ..metadata import meta
+
+    # canonical order: increasing index pairs (0,1),(0,2),...,(2,3), then the reversed pairs
+    pool = sorted(meta(form).legal_nibbles,
+                  key=lambda v: ((v & 3) > (v >> 2), min(v & 3, v >> 2), max(v & 3, v >> 2)))
     nib = np.array(pool, dtype=np.uint32)[rng.integers(0, len(pool), (T, 32, 8))]
     sh = (np.arange(8, dtype=np.uint32) * 4)
     return np.bitwise_or.reduce(nib << sh, axis=-1).astype(np.uint32)

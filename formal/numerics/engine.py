@@ -11,8 +11,8 @@ import numpy as np
 
 from . import block as B
 from .archs import get_model
-from .formats import Decoded, convert, decode, encode_int, get_format, int_values
-from .params import BlockFMA, Emulated, ExactRound, FmaChain, IntegerDot, Popc, UnsupportedPath
+from .formats import Decoded, convert, decode, encode_int, get_format, int_values, to_float64
+from .params import BlockFMA, Emulated, ExactRound, FmaChain, FmaPipe, IntegerDot, Popc, UnsupportedPath
 
 #: products per chunk: keeps the [K, chunk] temporaries inside the CPU caches
 CHUNK_TERMS = 1 << 20
@@ -30,13 +30,15 @@ def dot_terms(a, b, c, *, atype, btype, ctype, dtype, arch="sm_90", satfinite=Fa
     scale_a / scale_b: optional uint8 arrays [..., K], the block-scale factor (``stype``)
     of each term, already expanded per k.  ``scale_vec`` ("1X"/"2X"/"4X") only matters for
     the ``scale_mode="block_exact"`` hypothesis (block size K // n).
-    shape = (M, N, K) of the instruction.  arch: a name in ``MODELS`` or an ArchModel.
+    shape = (M, N, K) of the instruction: it selects a shape-specific record where the
+    model has one (sm_90 ``m8n8k4`` .f16 runs on the FMA pipe, not the tensor core), so
+    pass it whenever the instruction is known.  arch: a name in ``MODELS`` or an ArchModel.
     Returns d [...] as uint in dtype encoding (uint16 f16, uint32 f32/s32, uint64 f64).
     """
     model = get_model(arch)
     atype, btype, ctype, dtype = (str(t).lstrip(".") for t in (atype, btype, ctype, dtype))
     scaled = scale_a is not None or scale_b is not None
-    key, p = model.path(atype, btype, ctype, dtype, kind, scaled=scaled)
+    key, p = model.path(atype, btype, ctype, dtype, kind, scaled=scaled, shape=shape)
     a = np.asarray(a)
     b = np.asarray(b)
     c = np.asarray(c)
@@ -260,10 +262,40 @@ def fma_f64(a: Decoded, b: Decoded, c: Decoded, mode="rn", nan_code=None):
                          zero_sign="ieee")
 
 
+F64_EXP = np.uint64(0x7FF0000000000000)
+F64_MANT = np.uint64(0x000FFFFFFFFFFFFF)
+F64_QUIET = np.uint64(1 << 51)
+
+
+def _f64_isnan(x):
+    x = np.asarray(x, np.uint64)
+    return ((x & F64_EXP) == F64_EXP) & ((x & F64_MANT) != 0)
+
+
+def f64_nan_select(p: FmaChain, r, ops: dict):
+    """Apply ``p.nan_rule`` to one FMA step: r = the step's result codes (NaN results
+    already ``p.default_nan``), ops = {"a", "b", "c"} -> operand codes.  With
+    "propagate", the first NaN operand in ``p.nan_priority`` is returned quieted."""
+    if p.nan_rule == "canonical":
+        return r
+    if p.nan_rule != "propagate":
+        raise ValueError(f"nan_rule {p.nan_rule!r}")
+    out = np.asarray(r, np.uint64)
+    for name in reversed(p.nan_priority):   # the first in priority is applied last and wins
+        x = np.asarray(ops[name], np.uint64)
+        out = np.where(_f64_isnan(x), x | F64_QUIET, out)
+    return out
+
+
+def fma_f64_codes(a, b, c, mode="rn", nan_code=None):
+    """fma_f64 on f64 encodings (uint64 arrays that broadcast together)."""
+    return fma_f64(decode(a, "f64"), decode(b, "f64"), decode(c, "f64"), mode, nan_code)
+
+
 def _run_f64(a, b, c, sa, sb, p: FmaChain, ctx):
     mode = (ctx["rounding"] or "rn").lstrip(".")
-    da = decode(a, "f64")
-    db = decode(b, "f64")
+    a = np.asarray(a, np.uint64)
+    b = np.asarray(b, np.uint64)
     K = ctx["K"]
     batch = np.broadcast_shapes(a.shape[:-1], b.shape[:-1], c.shape)
     ks = range(K) if p.order == "ascending" else range(K - 1, -1, -1)
@@ -271,13 +303,77 @@ def _run_f64(a, b, c, sa, sb, p: FmaChain, ctx):
         acc = np.broadcast_to(np.asarray(c, np.uint64), batch)
     else:
         acc = np.full(batch, 1 << 63, np.uint64)  # -0: the neutral element of IEEE addition
-    pick = lambda d, k: Decoded(d.fmt, d.neg[..., k], d.sig[..., k], d.exp[..., k], d.nan[..., k],  # noqa: E731
-                                d.inf[..., k], d.zero[..., k])
+    nan_code = p.default_nan if p.nan_rule == "propagate" else p.nan_bits
     for k in ks:
-        acc = fma_f64(pick(da, k), pick(db, k), decode(acc, "f64"), mode, p.nan_bits)
+        ak, bk = a[..., k], b[..., k]
+        r = fma_f64_codes(ak, bk, acc, mode, nan_code)
+        acc = f64_nan_select(p, r, {"a": ak, "b": bk, "c": acc})
     if not p.c_first:
-        acc = add_rounded(acc, "f64", c, "f64", "f64", mode, nan_code=p.nan_bits)
+        r = add_rounded(acc, "f64", c, "f64", "f64", mode, nan_code=nan_code)
+        acc = f64_nan_select(p, r, {"a": acc, "b": np.broadcast_to(np.asarray(c, np.uint64), batch),
+                                    "c": acc})
     return np.broadcast_to(acc, batch).astype(np.uint64)
+
+
+# ---------------------------------------------------------------------------
+# FP32 code on the FMA pipe (sm_90 m8n8k4 .f16)
+# ---------------------------------------------------------------------------
+
+def _rn32_sum(x, y):
+    """binary32 round-to-nearest-even of the exact sum x + y of two float64 numbers
+    (each exact, |x|, |y| < 2**200): TwoSum gives the exact error e of s = RN64(x+y);
+    rounding s to odd (step one ulp toward e when e != 0 and s is even) keeps the
+    exact sum's rounding into any format of <= 51 bits, so one more RN cast to
+    float32 is the correctly rounded result (round-to-odd, Boldo & Melquiond 2008)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = x + y
+        bb = s - x
+        e = (x - (s - bb)) + (y - bb)
+        fix = np.isfinite(s) & (e != 0) & ((s.view(np.uint64) & np.uint64(1)) == 0)
+        if np.any(fix):
+            s = np.where(fix, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
+        return s.astype(np.float32)
+
+
+def _f32_codes(v, nan_code):
+    out = np.ascontiguousarray(v, np.float32).view(np.uint32)
+    if nan_code is not None:
+        out = np.where(np.isnan(v), np.uint32(nan_code), out)
+    return out
+
+
+def _run_fma_pipe(a, b, c, sa, sb, p: FmaPipe, ctx):
+    """sm_90 m8n8k4 .f16: FMUL/FFMA chains per k group, FADDs with c, optional F2FP (FmaPipe)."""
+    if p.work != "f32":
+        raise ValueError(f"FmaPipe work format {p.work!r}")
+    va = to_float64(a, ctx["atype"])      # f16 -> f64 exact (HADD2.F32 is exact)
+    vb = to_float64(b, ctx["btype"])
+    acc = to_float64(c, ctx["ctype"])     # f16 or f32 c, exact
+    batch = np.broadcast_shapes(va.shape[:-1], vb.shape[:-1], acc.shape)
+    acc = np.broadcast_to(acc, batch).astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for g in p.groups:
+            k0 = g[0]
+            prod = va[..., k0] * vb[..., k0]          # exact: 11-bit x 11-bit significands
+            if p.start == "mul":
+                part = prod.astype(np.float32)        # FMUL: exact in f32
+            elif p.start == "fma_zero":
+                part = _rn32_sum(prod, np.zeros(batch))   # FFMA(a, b, +0): -0 + +0 = +0
+            else:
+                raise ValueError(f"FmaPipe start {p.start!r}")
+            for k in g[1:]:
+                part = _rn32_sum(va[..., k] * vb[..., k], part.astype(np.float64))
+            acc = _rn32_sum(acc, part.astype(np.float64)).astype(np.float64)
+        acc = np.broadcast_to(acc, batch)
+        if ctx["dtype"] == "f32":
+            return _f32_codes(acc.astype(np.float32), p.nan_bits)
+        if ctx["dtype"] == "f16":
+            h = acc.astype(np.float32).astype(np.float16)   # F2FP.F16.F32: round to nearest even
+            out = np.ascontiguousarray(h).view(np.uint16)
+            if p.out_nan_bits is not None:
+                out = np.where(np.isnan(h), np.uint16(p.out_nan_bits), out)
+            return out
+    raise ValueError(f"FmaPipe: dtype {ctx['dtype']!r}")
 
 
 def _run_int(a, b, c, sa, sb, p: IntegerDot, ctx):
@@ -332,7 +428,7 @@ def _run_exact(a, b, c, sa, sb, p: ExactRound, ctx):
                          nan_code=p.nan_bits, zero_sign=p.zero_sign)
 
 
-_EXECUTORS = {BlockFMA: _run_block, Emulated: _run_emulated, FmaChain: _run_f64, IntegerDot: _run_int,
-              Popc: _run_popc, ExactRound: _run_exact}
+_EXECUTORS = {BlockFMA: _run_block, Emulated: _run_emulated, FmaChain: _run_f64, FmaPipe: _run_fma_pipe,
+              IntegerDot: _run_int, Popc: _run_popc, ExactRound: _run_exact}
 
 __all__ = ["dot_terms", "mma_matrices", "fma_f64", "add_rounded", "UnsupportedPath"]

@@ -116,14 +116,59 @@ class FmaChain:
     order ``"ascending"``: acc = c; for k = 0..K-1: acc = fma(a_k, b_k, acc).
     ``"descending"``: k = K-1..0.  ``c_first = False``: acc starts at -0 (the IEEE
     neutral element) and c is added last with one more rounded add.
+
+    NaN results (``nan_rule``):
+
+    ``"propagate"``
+        each step returns an input NaN, quieted (bit 51 set, sign and payload kept),
+        choosing by ``nan_priority`` among the step's operands ``"a"``, ``"b"`` and
+        ``"c"`` (the running accumulator, i.e. c or the previous step's result); a
+        step without a NaN operand that is invalid (Inf*0, Inf-Inf) returns
+        ``default_nan``.  So a NaN made by an earlier step travels on as the
+        accumulator.
+    ``"canonical"``
+        every NaN result is ``nan_bits``.
     """
 
     order: str = "ascending"
     c_first: bool = True
     nan_bits: int | None = 0x7FFFFFFFFFFFFFFF
+    nan_rule: str = "canonical"
+    nan_priority: tuple = ("b", "c", "a")
+    default_nan: int = 0xFFF8000000000000
     evidence: str = ""
 
     def but(self, **kw) -> "FmaChain":
+        return replace(self, **kw)
+
+
+@dataclass(frozen=True)
+class FmaPipe:
+    """An MMA that ptxas lowers to scalar FP32 code on the FMA pipe (no tensor core).
+
+    sm_90 ``mma.sync.m8n8k4`` .f16 (SASS: ``HADD2.F32`` conversions, ``FMUL`` /
+    ``FFMA`` / ``FADD``, ``F2FP.F16.F32.PACK_AB``; no HMMA):
+
+    1. every a, b (and an f16 c) is converted exactly to ``work`` (f32);
+    2. per group g of k indices, in order: the first product is ``FMUL(a, b)``
+       (``start = "mul"``) or ``FFMA(a, b, +0)`` (``start = "fma_zero"``: a -0 product
+       becomes +0), then ``p_g = FFMA(a_k, b_k, p_g)`` for the group's later k;
+    3. ``acc = c``; ``acc = FADD(acc, p_g)`` for each group in order;
+    4. D = acc, or ``F2FP`` (f32 -> f16 round to nearest even) for an f16 D.
+
+    Every operation is IEEE binary32, round to nearest even, subnormals kept (no
+    ``.FTZ``), overflow to Inf; a NaN result of an FFMA/FADD is ``nan_bits`` and of the
+    f16 conversion ``out_nan_bits``.
+    """
+
+    groups: tuple = ((0, 1, 2, 3),)
+    start: str = "fma_zero"
+    work: str = "f32"
+    nan_bits: int | None = 0x7FFFFFFF
+    out_nan_bits: int | None = 0x7FFF
+    evidence: str = ""
+
+    def but(self, **kw) -> "FmaPipe":
         return replace(self, **kw)
 
 
@@ -164,7 +209,13 @@ class ExactRound:
     evidence: str = "definition (not a hardware model)"
 
 
-PathParams = BlockFMA | Emulated | FmaChain | IntegerDot | Popc | ExactRound
+PathParams = BlockFMA | Emulated | FmaChain | FmaPipe | IntegerDot | Popc | ExactRound
+
+
+def shape_tag(shape) -> str:
+    """(8, 8, 4) -> "m8n8k4" (the suffix of a shape-specific path key)."""
+    m, n, k = (int(x) for x in shape)
+    return f"m{m}n{n}k{k}"
 
 
 def mod4_groups(K: int) -> tuple:
@@ -179,6 +230,10 @@ class ArchModel:
     Path keys: ``"f16.f32"``, ``"f16.f16"`` (inputs . accumulator), ``"bf16.f32"``,
     ``"tf32.f32"``, ``"f8.f32"``, ``"f8.f16"`` (any of e4m3/e5m2/e3m2/e2m3/e2m1 without
     block scaling), ``"scaled.f32"`` (``.block_scale`` kinds), ``"f64"``, ``"int"``, ``"b1"``.
+
+    A key may carry a shape, ``"f16.f32@m8n8k4"``: that record serves only instructions
+    of that shape (``path(..., shape=(8, 8, 4))``), e.g. a shape ptxas lowers to other
+    hardware.  Without a shape the shape-less key is used.
     """
 
     name: str
@@ -211,11 +266,17 @@ class ArchModel:
             return f"{atype}.{dtype}"
         raise UnsupportedPath(f"no arithmetic path for a={atype} b={btype}")
 
-    def path(self, atype, btype, ctype, dtype, kind=None, scaled=False):
+    def path(self, atype, btype, ctype, dtype, kind=None, scaled=False, shape=None):
+        """(key, record) serving these types; ``shape`` = (M, N, K) selects a
+        shape-specific record (key ``"<key>@mMnNkK"``) when the model has one."""
         for t in (atype, btype):
             if t not in self.input_types:
                 raise UnsupportedPath(f"{self.name}: element type {t} is not supported by this model")
         k = self.key(atype, btype, ctype, dtype, kind, scaled)
+        if shape is not None:
+            ks = f"{k}@{shape_tag(shape)}"
+            if ks in self.paths:
+                return ks, self.paths[ks]
         if k not in self.paths:
             raise UnsupportedPath(f"{self.name}: no path {k!r} (a={atype} b={btype} c={ctype} d={dtype})")
         return k, self.paths[k]

@@ -14,7 +14,7 @@ from math import floor
 
 from .archs import get_model
 from .formats import get_format
-from .params import BlockFMA, Emulated, ExactRound, FmaChain, IntegerDot, Popc
+from .params import BlockFMA, Emulated, ExactRound, FmaChain, FmaPipe, IntegerDot, Popc
 
 
 # ---------------------------------------------------------------------------
@@ -396,11 +396,11 @@ def chain1(avals, bvals, c: Val, p: BlockFMA, ctype, dtype, scales=None) -> int:
 # Other paths
 # ---------------------------------------------------------------------------
 
-def fma1(a: Val, b: Val, c: Val, mode: str, nan_code=None) -> int:
-    """IEEE binary64 fma(a, b, c) with one rounding, by exact rationals."""
+def fma1(a: Val, b: Val, c: Val, mode: str, nan_code=None, fmt="f64") -> int:
+    """IEEE fma(a, b, c) with one rounding into ``fmt`` (binary64 by default), by exact rationals."""
     sp = _specials([(a, b)], c)
     if sp is not None:
-        return encode1(sp, "f64", mode, nan_code=nan_code)
+        return encode1(sp, fmt, mode, nan_code=nan_code)
     prod = a.value * b.value
     total = prod + c.value
     if total == 0:
@@ -409,8 +409,60 @@ def fma1(a: Val, b: Val, c: Val, mode: str, nan_code=None) -> int:
             zneg = (pneg and c.neg) if (pneg == c.neg) else (mode == "rm")
         else:
             zneg = mode == "rm"
-        return encode1(0, "f64", mode, zero_neg=zneg)
-    return encode1(total, "f64", mode)
+        return encode1(0, fmt, mode, zero_neg=zneg)
+    return encode1(total, fmt, mode)
+
+
+def mul1(a: Val, b: Val, fmt, mode: str = "rn", nan_code=None) -> int:
+    """IEEE a * b rounded once (FMUL)."""
+    sp = _specials([(a, b)], None)
+    if sp is not None:
+        return encode1(sp, fmt, mode, nan_code=nan_code)
+    return encode1(a.value * b.value, fmt, mode, zero_neg=(a.neg != b.neg))
+
+
+def convert1(code: int, src, dst, mode: str = "rn", nan_code=None) -> int:
+    """IEEE conversion of one encoding between formats (keeps the sign of a zero)."""
+    v = decode1(code, src)
+    if v.kind != "fin":
+        return encode1(_as_real(v), dst, mode, nan_code=nan_code)
+    return encode1(v.value, dst, mode, zero_neg=v.neg and v.mag == 0, nan_code=nan_code)
+
+
+def _fmapipe1(a, b, c, p: FmaPipe, ctx) -> int:
+    """sm_90 m8n8k4 .f16 on the FMA pipe (:class:`FmaPipe`), one output."""
+    w = p.work
+    av = [decode1(x, ctx["atype"]) for x in a]
+    bv = [decode1(y, ctx["btype"]) for y in b]
+    acc = convert1(c, ctx["ctype"], w)                  # exact (f16 c widened, or f32 as is)
+    plus0 = decode1(0, w)
+    for g in p.groups:
+        k0 = g[0]
+        if p.start == "mul":
+            part = mul1(av[k0], bv[k0], w, nan_code=p.nan_bits)
+        else:
+            part = fma1(av[k0], bv[k0], plus0, "rn", p.nan_bits, fmt=w)
+        for k in g[1:]:
+            part = fma1(av[k], bv[k], decode1(part, w), "rn", p.nan_bits, fmt=w)
+        acc = add1(decode1(acc, w), decode1(part, w), w, "rn", nan_code=p.nan_bits)
+    if ctx["dtype"] == w:
+        return acc
+    return convert1(acc, w, ctx["dtype"], "rn", nan_code=p.out_nan_bits)
+
+
+def _is_nan_code(code: int, fmt) -> bool:
+    return decode1(code, fmt).kind == "nan"
+
+
+def _f64_step(a: int, b: int, acc: int, mode: str, p: FmaChain) -> int:
+    """One DMMA step with the record's NaN rule (see :class:`FmaChain`)."""
+    if p.nan_rule == "canonical":
+        return fma1(decode1(a, "f64"), decode1(b, "f64"), decode1(acc, "f64"), mode, p.nan_bits)
+    ops = {"a": a, "b": b, "c": acc}
+    for name in p.nan_priority:
+        if _is_nan_code(ops[name], "f64"):
+            return ops[name] | (1 << 51)
+    return fma1(decode1(a, "f64"), decode1(b, "f64"), decode1(acc, "f64"), mode, p.default_nan)
 
 
 def add1(x: Val, y: Val, out, mode: str, nan_code=None) -> int:
@@ -543,7 +595,7 @@ def dot_scalar(a, b, c, *, atype, btype, ctype, dtype, arch="sm_90", satfinite=F
     model = get_model(arch)
     atype, btype, ctype, dtype = (str(t).lstrip(".") for t in (atype, btype, ctype, dtype))
     scaled = scale_a is not None
-    key, p = model.path(atype, btype, ctype, dtype, kind, scaled=scaled)
+    key, p = model.path(atype, btype, ctype, dtype, kind, scaled=scaled, shape=shape)
     ctx = dict(atype=atype, btype=btype, ctype=ctype, dtype=dtype, satfinite=satfinite, bitop=bitop,
                rounding=rounding, kind=kind, key=key)
     a = [int(x) for x in a]
@@ -567,10 +619,18 @@ def dot_scalar(a, b, c, *, atype, btype, ctype, dtype, arch="sm_90", satfinite=F
         ks = range(len(a)) if p.order == "ascending" else range(len(a) - 1, -1, -1)
         acc = c if p.c_first else 1 << 63
         for k in ks:
-            acc = fma1(decode1(a[k], "f64"), decode1(b[k], "f64"), decode1(acc, "f64"), mode, p.nan_bits)
+            acc = _f64_step(a[k], b[k], acc, mode, p)
         if not p.c_first:
-            acc = add1(decode1(acc, "f64"), decode1(c, "f64"), "f64", mode, p.nan_bits)
+            if p.nan_rule == "canonical":
+                acc = add1(decode1(acc, "f64"), decode1(c, "f64"), "f64", mode, p.nan_bits)
+            else:   # the final add as a step whose "a" and "c" are the accumulator and "b" is c
+                nans = [x for x in ({"a": acc, "b": c, "c": acc}[n] for n in p.nan_priority)
+                        if _is_nan_code(x, "f64")]
+                acc = (nans[0] | (1 << 51)) if nans else add1(decode1(acc, "f64"), decode1(c, "f64"), "f64",
+                                                              mode, p.default_nan)
         return acc
+    if isinstance(p, FmaPipe):
+        return _fmapipe1(a, b, c, p, ctx)
     if isinstance(p, Emulated):
         return _emulated1(a, b, c, p, ctx)
     if isinstance(p, BlockFMA):

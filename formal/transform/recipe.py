@@ -467,7 +467,13 @@ def load(path: str | Path) -> Recipe:
 
 
 def library_dir() -> Path:
-    return Path(__file__).resolve().parent.parent.parent / "recipes"
+    """The recipe library: <repo>/recipes in a checkout, package data ``formal.recipes`` in a wheel."""
+    repo = Path(__file__).resolve().parent.parent.parent / "recipes"
+    if repo.is_dir():
+        return repo
+    from importlib.resources import files
+
+    return Path(str(files("formal.recipes")))
 
 
 def library() -> list[Recipe]:

@@ -51,6 +51,7 @@ class VectorSet:
     level: str
     cases: list[Case]
     header: dict[str, Any] = field(default_factory=dict)
+    stats: dict[str, Any] = field(default_factory=dict)     # solver timings (not written: files stay reproducible)
 
     @property
     def form(self) -> Form:
@@ -177,7 +178,9 @@ def generate(opcode: str | Form, arch: str = "sm_90", count: int = 0, seed: int 
                      for k, o in form.operands.items()},
         "points": {p: len(ids) for p, ids in vs.points().items()},
         "not_covered": dict(sorted(ctx.not_covered.items())),
-        "solver": dict(sorted(ctx.stats.items())),
+        "solver": {p: {k: v for k, v in r.items() if k not in ("seconds", "cached")}
+                   for p, r in sorted(ctx.stats.items())},
         "dropped": dropped,
     }
+    vs.stats = {p: dict(r) for p, r in sorted(ctx.stats.items())}
     return vs

@@ -157,14 +157,15 @@ def load_observed_json(path: str | Path) -> list[FragmentMap]:
     meta = doc.get("meta", {})
     out = []
     for m in doc["maps"]:
-        slots = [[tuple() for _ in range(m["elements"])] for _ in range(LANES)]
-        for (lane, reg, elem, cells) in m["slots"]:
-            i = reg * m["elems_per_reg"] + elem
-            slots[lane][i] = tuple((int(a), int(b)) for a, b in cells)
+        E = m["elements"]
+        slots = [[tuple() for _ in range(E)] for _ in range(LANES)]
+        for k, cell in enumerate(m["cells"]):
+            cs = [cell] if cell >= 0 else [int(x) for x in m.get("multi", {}).get(str(k), [])]
+            slots[k // E][k % E] = tuple(divmod(int(x), m["cols"]) for x in cs)
         prov = {"device": meta.get("device"), "run": meta.get("run"), "opcode": m["opcode"], "variant": m.get("variant"),
                 "space": m.get("space"), "pointer_window": m.get("pointer_window"), "stride": m.get("stride"),
                 "stride_operand": m.get("stride_operand"), "memory_packing": meta.get("memory_packing"),
-                "anomalies": m.get("anomalies", {}), "file": str(path)}
+                "anomalies": m.get("anomalies", {}), "variants": m.get("variants", []), "file": str(path)}
         out.append(FragmentMap(m["id"], tuple(meta.get("archs", ["sm_90"])), meta.get("evidence", "silicon"), prov,
                                m["shape"], m["matrix"], (m["type"],), m["layout"], m["kind"], m["rows"], m["cols"],
                                m["elements"], slots, m["elems_per_reg"]))

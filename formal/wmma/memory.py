@@ -108,7 +108,7 @@ def spec() -> MemorySpec:
                       {k: int(v) for k, v in d["element_bits"].items()}, addr, fb,
                       d["fragment_bytes"].get("default", "registers"), rules,
                       Formula(d["alignment_example"]["holds"]),
-                      {s["space"]: s for s in d["space"]}, tuple(d.get("windows", ())), tuple(d.get("erratum", ())))
+                      {s["space"]: s for s in d["space"]}, tuple(d["windows"]["names"]), tuple(d.get("erratum", ())))
 
 
 # ----------------------------------------------------------------------------------

@@ -43,44 +43,64 @@ def _surjective(M, sec, C) -> z3.BoolRef:
     return z3.ForAll([c], M(sec(c)) == c)
 
 
+def den_load_identity(tag: str = "") -> Result:
+    """Lemma: for a surjective map M with holder choice sec (M(sec(c)) = c), the matrix a
+    loaded fragment denotes is the matrix in memory: den(load(mem)) = mem, as arrays."""
+    S, C, V = z3.DeclareSort("Slot" + tag), z3.DeclareSort("Cell" + tag), z3.DeclareSort("Val" + tag)
+    M = z3.Function("M" + tag, S, C)
+    sec = z3.Function("sec" + tag, C, S)
+    mem = z3.Const("mem" + tag, z3.ArraySort(C, V))
+    s, c = z3.Const("s", S), z3.Const("c", C)
+    frag = z3.Lambda([s], mem[M(s)])
+    den = z3.Lambda([c], frag[sec(c)])
+    return check_negation(f"wmma.theorem.den_load_identity[{tag or 'any'}]",
+                          "for every surjective map and every choice of holder: den(load(mem)) = mem",
+                          [_surjective(M, sec, C), den != mem],
+                          hypotheses=["the map covers the matrix (a holder sec(c) with M(sec(c)) = c exists)"])
+
+
 def pipeline_general() -> Result:
-    """load A, B, C -> mma -> store D writes F(A, B, C) at every cell, for every surjective map."""
-    SA, SB, SC, SD = (z3.DeclareSort(n) for n in ("SlotA", "SlotB", "SlotC", "SlotD"))
+    """load A, B, C -> mma -> store D writes F(A, B, C) at every cell, for every surjective map.
+
+    Two steps, each decided by Z3 over uninterpreted sorts (so for every shape and type at
+    once): the lemma den(load(mem)) = mem for each of A, B, C (:func:`den_load_identity`),
+    then, with the denoted matrices equal to the ones in memory, every slot of the D
+    fragment carries F(A, B, C) at its cell and every cell of D is written.
+    """
+    lemmas = [den_load_identity(x) for x in ("A", "B", "C")]
+    SD = z3.DeclareSort("SlotD")
     CA, CB, CC = (z3.DeclareSort(n) for n in ("CellA", "CellB", "CellC"))      # D's cells are C's (M x N)
     VA, VB, VC, VD = (z3.DeclareSort(n) for n in ("ValA", "ValB", "ValC", "ValD"))
-    MA, MB, MC, MD = (z3.Function("M" + x, S, C) for x, S, C in (("A", SA, CA), ("B", SB, CB), ("C", SC, CC), ("D", SD, CC)))
-    sA, sB, sC, sD = (z3.Function("sec" + x, C, S) for x, C, S in (("A", CA, SA), ("B", CB, SB), ("C", CC, SC), ("D", CC, SD)))
+    MD = z3.Function("MD", SD, CC)
+    sD = z3.Function("secD", CC, SD)
     memA = z3.Const("memA", z3.ArraySort(CA, VA))
     memB = z3.Const("memB", z3.ArraySort(CB, VB))
     memC = z3.Const("memC", z3.ArraySort(CC, VC))
+    denA = z3.Const("denA", z3.ArraySort(CA, VA))       # den(load(memA)) etc.
+    denB = z3.Const("denB", z3.ArraySort(CB, VB))
+    denC = z3.Const("denC", z3.ArraySort(CC, VC))
     F = z3.Function("F", z3.ArraySort(CA, VA), z3.ArraySort(CB, VB), z3.ArraySort(CC, VC), z3.ArraySort(CC, VD))
-
-    def load(mem, M, S):
-        s = z3.Const("s", S)
-        return z3.Lambda([s], mem[M(s)])
-
-    def den(frag, sec, C):
-        c = z3.Const("c", C)
-        return z3.Lambda([c], frag[sec(c)])
-
-    X = F(den(load(memA, MA, SA), sA, CA), den(load(memB, MB, SB), sB, CB), den(load(memC, MC, SC), sC, CC))
     s = z3.Const("s", SD)
-    d = z3.Lambda([s], X[MD(s)])                  # the D fragment wmma.mma returns
-    s0 = z3.Const("s0", SD)
+    d = z3.Lambda([s], F(denA, denB, denC)[MD(s)])       # the D fragment wmma.mma returns
+    s0, sx = z3.Const("s0", SD), z3.Const("sx", SD)
     c0 = z3.Const("c0", CC)
-    sx = z3.Const("sx", SD)
-    hyps = [_surjective(MA, sA, CA), _surjective(MB, sB, CB), _surjective(MC, sC, CC), _surjective(MD, sD, CC)]
-    wrong_value = d[s0] != F(memA, memB, memC)[MD(s0)]
-    unwritten = z3.ForAll([sx], MD(sx) != c0)
-    return check_negation(
-        "wmma.theorem.pipeline[general]",
-        "for every shape and every surjective fragment maps M_A, M_B, M_C, M_D (any holder of a "
-        "duplicated cell read by wmma.mma), load -> wmma.mma -> store writes F(A, B, C)[cell] to every "
-        "cell of D, where F is the matrix-level mma of the matrices in memory",
-        hyps + [z3.Or(wrong_value, unwritten)], timeout_ms=60000,
-        hypotheses=["each map covers its matrix (surjective)", "wmma.load: slot s holds mem[M(s)]",
-                    "wmma.mma: d[s] = F(den(a), den(b), den(c))[M_D(s)], F any function of the three matrices",
-                    "wmma.store: slot s is written to cell M_D(s)"])
+    main = check_negation(
+        "wmma.theorem.pipeline[general].compose",
+        "with den(load(mem)) = mem for A, B, C: every D slot carries F(A, B, C) at its cell and every cell is written",
+        [denA == memA, denB == memB, denC == memC, _surjective(MD, sD, CC),
+         z3.Or(d[s0] != F(memA, memB, memC)[MD(s0)], z3.ForAll([sx], MD(sx) != c0))])
+    parts = lemmas + [main]
+    status = PROVED if all(p.proved for p in parts) else (REFUTED if any(p.status == REFUTED for p in parts) else UNKNOWN)
+    return Result("wmma.theorem.pipeline[general]",
+                  "for every shape and every surjective fragment maps M_A, M_B, M_C, M_D (any holder of a duplicated "
+                  "cell read by wmma.mma), load -> wmma.mma -> store writes F(A, B, C)[cell] to every cell of D, where "
+                  "F is the matrix-level mma of the matrices in memory",
+                  status, main.solver, sum(p.time_s for p in parts), None,
+                  "\n".join(f"; ---- {p.obligation}\n{p.smt2}" for p in parts),
+                  hypotheses=["each map covers its matrix (surjective)", "wmma.load: slot s holds mem[M(s)]",
+                              "wmma.mma: d[s] = F(den(a), den(b), den(c))[M_D(s)], F any function of the three matrices",
+                              "wmma.store: slot s is written to cell M_D(s)"],
+                  note="steps: " + "; ".join(p.line() for p in parts))
 
 
 def elementwise_general() -> Result:
@@ -131,7 +151,7 @@ def store_load_roundtrip_general() -> Result:
 # ----------------------------------------------------------------------------------
 # finite instances: small shapes, fully symbolic maps, concrete arithmetic
 
-W = 8   # value width of the finite instances
+W = 8   # value width of the counterexample instances (small values read well in witnesses)
 
 
 @dataclass
@@ -142,11 +162,12 @@ class SymMap:
     n_slots: int
     n_cells: int
     covers: bool = True
+    width: int = W
 
     def __post_init__(self):
         self.m = [z3.BitVec(f"{self.name}_M{s}", 8) for s in range(self.n_slots)]
         self.sec = [z3.BitVec(f"{self.name}_sec{c}", 8) for c in range(self.n_cells)]
-        self.free = [z3.BitVec(f"{self.name}_free{c}", W) for c in range(self.n_cells)]
+        self.free = [z3.BitVec(f"{self.name}_free{c}", self.width) for c in range(self.n_cells)]
 
     def constraints(self, bijective: bool = False) -> list:
         out = [z3.ULT(v, self.n_cells) for v in self.m] + [z3.ULT(v, self.n_slots) for v in self.sec]
@@ -198,16 +219,19 @@ def _matmul_add(A, B, C, m, n, k):
     return [sum((A[i * k + p] * B[p * n + j] for p in range(k)), C[i * n + j]) for i in range(m) for j in range(n)]
 
 
-def pipeline_small(m: int = 2, n: int = 2, k: int = 2, lanes: int = 2, covers: bool = True) -> Result:
+def pipeline_small(m: int = 2, n: int = 2, k: int = 2, lanes: int = 2, covers: bool = True, width: int = 3) -> Result:
     """The pipeline theorem on an m x n x k shape with every map fully symbolic.
 
     A has twice as many slots as cells (duplication, as .f16 A/B); B, C and D as many.
-    With ``covers=False`` the A map need not cover A: Z3 then finds a map and a matrix
-    for which the stored D is wrong (the hypothesis is necessary).
+    Values are ``width``-bit integers and the matrix-level mma is D = A*B + C modulo
+    2**width (any concrete F would do; the general theorem covers every F).  With
+    ``covers=False`` the A map need not cover A: Z3 then finds a map and a matrix for which
+    the stored D is wrong (the hypothesis is necessary).
     """
+    W = width
     na, nb, nc = m * k, k * n, m * n
-    MA = SymMap("A", 2 * na, na, covers)
-    MB, MC, MD = SymMap("B", nb, nb), SymMap("C", nc, nc), SymMap("D", nc, nc)
+    MA = SymMap("A", 2 * na, na, covers, W)
+    MB, MC, MD = SymMap("B", nb, nb, width=W), SymMap("C", nc, nc, width=W), SymMap("D", nc, nc, width=W)
     memA = [z3.BitVec(f"memA{i}", W) for i in range(na)]
     memB = [z3.BitVec(f"memB{i}", W) for i in range(nb)]
     memC = [z3.BitVec(f"memC{i}", W) for i in range(nc)]
@@ -218,7 +242,9 @@ def pipeline_small(m: int = 2, n: int = 2, k: int = 2, lanes: int = 2, covers: b
     want = _matmul_add(memA, memB, memC, m, n, k)
     cons = MA.constraints() + MB.constraints() + MC.constraints() + MD.constraints()
     if not covers:
-        cons = [z3.ULT(v, MA.n_cells) for v in MA.m] + [z3.ULT(v, MA.n_slots) for v in MA.sec] + \
+        # the A map may miss cells; wmma.mma still reads a holder of every cell that has one
+        held = [z3.Implies(z3.Or(*[v == c for v in MA.m]), MA.lookup(MA.sec[c]) == c) for c in range(na)]
+        cons = [z3.ULT(v, MA.n_cells) for v in MA.m] + [z3.ULT(v, MA.n_slots) for v in MA.sec] + held + \
             MB.constraints() + MC.constraints() + MD.constraints()
     bad = z3.Or(*[stored[c] != want[c] for c in range(nc)])
 

@@ -1,0 +1,140 @@
+"""Compare a silicon capture (``formal.hw.capture`` output) with the evaluator, bit for bit.
+
+    python tools/compare_capture.py RUN_DIR [--filter S] [--arch sm_90] [--json] [--examples N]
+
+RUN_DIR holds ``manifest.json`` (per batch: opcode, sel, regime, seed, warps, input
+digest) and ``outputs*.npz`` (the GPU's D registers per batch key).  Every batch's
+inputs are regenerated with ``formal.hw.inputs.random_inputs`` and checked against the
+recorded SHA-256 digest, then evaluated with ``formal.evaluate.evaluate`` (register
+level) and compared with the captured registers.
+
+Prints one line per form (``OK`` / ``BAD`` / ``ERR``), the mismatching regimes with a
+first example, and a summary; ``--json`` prints a machine-readable report instead.
+Exit status: 0 all batches match, 1 some batch mismatches or fails, 2 bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import sys
+import time
+from collections import OrderedDict
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+
+def load_run(run_dir: str):
+    """(manifest dict, {batch key: D registers}) of a capture directory."""
+    mpath = os.path.join(run_dir, "manifest.json")
+    if not os.path.isfile(mpath):
+        raise FileNotFoundError(f"{run_dir}: no manifest.json")
+    with open(mpath) as f:
+        man = json.load(f)
+    outs: dict[str, np.ndarray] = {}
+    files = sorted(glob.glob(os.path.join(run_dir, "outputs*.npz")))
+    if not files:
+        raise FileNotFoundError(f"{run_dir}: no outputs*.npz")
+    for fn in files:
+        with np.load(fn) as z:
+            outs.update({k: z[k] for k in z.files})
+    return man, outs
+
+
+def compare_batch(case: dict, got: np.ndarray, arch: str = "sm_90", examples: int = 1) -> dict:
+    """Evaluate one manifest batch and compare; returns a result record."""
+    from formal.catalog import parse
+    from formal.evaluate import evaluate
+    from formal.hw.capture import input_digest
+    from formal.hw.inputs import random_inputs
+
+    form = parse(case["opcode"])
+    inp = random_inputs(form, case["warps"], case["regime"], case["seed"])
+    rec = {"key": case["key"], "opcode": case["opcode"], "sel": case.get("sel"), "regime": case["regime"],
+           "warps": int(case["warps"])}
+    if case.get("digest") and input_digest(inp) != case["digest"]:
+        rec.update(status="error", error="regenerated inputs do not match the recorded digest")
+        return rec
+    try:
+        d = evaluate(form, inp["a"], inp["b"], inp["c"], e=inp.get("e"), sel=case.get("sel"), arch=arch)
+    except Exception as ex:  # report, never abort the whole comparison
+        rec.update(status="error", error=f"{type(ex).__name__}: {str(ex)[:200]}")
+        return rec
+    if d.shape != got.shape:
+        rec.update(status="error", error=f"shape {list(d.shape)} != captured {list(got.shape)}")
+        return rec
+    bad = d != got
+    nbad_warps = int(bad.any(axis=(1, 2)).sum())
+    rec.update(status="ok" if nbad_warps == 0 else "mismatch", bad_warps=nbad_warps,
+               bad_registers=int(bad.sum()))
+    if nbad_warps:
+        width = 16 if got.dtype == np.uint64 else 8
+        rec["examples"] = [{"warp": int(w), "lane": int(ln), "reg": int(r),
+                            "got": f"{int(got[w, ln, r]):0{width}x}", "expected": f"{int(d[w, ln, r]):0{width}x}"}
+                           for w, ln, r in np.argwhere(bad)[:examples]]
+    return rec
+
+
+def compare_run(run_dir: str, filt: str = "", arch: str = "sm_90", examples: int = 1) -> dict:
+    man, outs = load_run(run_dir)
+    results = []
+    for case in man["cases"]:
+        if filt and filt not in case["opcode"]:
+            continue
+        if case["key"] not in outs:
+            results.append({"key": case["key"], "opcode": case["opcode"], "sel": case.get("sel"),
+                            "regime": case["regime"], "status": "error", "error": "no captured output"})
+            continue
+        results.append(compare_batch(case, outs[case["key"]], arch, examples))
+    n_bad = sum(r["status"] != "ok" for r in results)
+    return {"run": os.path.abspath(run_dir), "gpu": man.get("gpu"), "arch": arch, "filter": filt,
+            "batches": len(results), "mismatching_batches": n_bad,
+            "warps": sum(r.get("warps", 0) for r in results), "results": results}
+
+
+def _text(rep: dict) -> str:
+    forms: "OrderedDict[tuple, list]" = OrderedDict()
+    for r in rep["results"]:
+        forms.setdefault((r["opcode"], r["sel"]), []).append(r)
+    lines = []
+    for (op, sel), rs in forms.items():
+        tag = "OK " if all(r["status"] == "ok" for r in rs) else (
+            "ERR" if any(r["status"] == "error" for r in rs) else "BAD")
+        lines.append(f"{tag} {op}" + (f" sel={sel}" if sel is not None else ""))
+        for r in rs:
+            if r["status"] == "mismatch":
+                e = r["examples"][0]
+                lines.append(f"      {r['regime']}: {r['bad_warps']}/{r['warps']} warps, e.g. warp {e['warp']} "
+                             f"lane {e['lane']} r{e['reg']} got {e['got']} expected {e['expected']}")
+            elif r["status"] == "error":
+                lines.append(f"      {r['regime']}: ERROR {r['error']}")
+    g = rep.get("gpu") or {}
+    lines.append(f"{rep['batches']} batches, {rep['warps']} warps, {rep['mismatching_batches']} mismatching "
+                 f"(arch model {rep['arch']}; silicon: {g.get('name', '?')}, driver {g.get('driver', '?')})")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run_dir")
+    ap.add_argument("--filter", default="", help="only opcodes containing this substring")
+    ap.add_argument("--arch", default="sm_90", help="arch model to compare with (default sm_90)")
+    ap.add_argument("--json", action="store_true", help="print a JSON report")
+    ap.add_argument("--examples", type=int, default=1, help="mismatch examples per batch (JSON)")
+    args = ap.parse_args(argv)
+    t0 = time.time()
+    try:
+        rep = compare_run(args.run_dir, args.filter, args.arch, args.examples)
+    except (FileNotFoundError, json.JSONDecodeError, KeyError, OSError, ValueError) as e:
+        print(f"compare_capture: {e}", file=sys.stderr)
+        return 2
+    rep["seconds"] = round(time.time() - t0, 1)
+    print(json.dumps(rep, indent=1) if args.json else _text(rep))
+    return 0 if rep["mismatching_batches"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
