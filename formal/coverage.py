@@ -582,9 +582,9 @@ def build_signed_zero(ctx: Ctx):
 # ------------------------------------------------------------------------------------------
 # alignment (solver)
 
-@_model("alignment", "exponent spread that forces alignment loss: a product at least P bits (the C format's "
-                     "precision) below C that still matters, and products each below half an ulp of C "
-                     "whose sum exceeds one ulp (solver)",
+@_model("alignment", "exponent spread that forces alignment loss: a product P..P+2 binades below C (P = "
+                     "C's precision) whose shifted-out bits are worth at least half an ulp of C, and products "
+                     "each below half an ulp of C whose sum exceeds one ulp (solver)",
         "align_shift:P align_far_sum", is_float_form, solver=True)
 def build_alignment(ctx: Ctx):
     from .vectors import z3num as Z
@@ -596,27 +596,32 @@ def build_alignment(ctx: Ctx):
     _, _, _, K, Ka = _dims(f)
     win = (-4, 4)
 
+    cws = (2 * win[0] + P, 2 * win[1] + P + 2)
+    Ls = _lsb_floor(f, win, win, cws)
+    Ws = _width(f, win, win, cws, 1, Ls) + 4
+
     def build_shift(s):
-        a, b, c = _float_vars(s, f, 1, win, win, None)
+        a, b, c = _float_vars(s, f, 1, win, win, cws)
         x, y = a[0], b[0]
         s.add(x.normal, y.normal, c.normal)
         gap = c.exp - (x.exp + y.exp)
         s.add(gap >= P, gap <= P + 2)
-        # |p| >= ulp(c)/2:  sig_a*sig_b >= 2**(gap - mc - 1 + ma + mb)
-        sw = fa.mantissa + fb.mantissa + 4
-        prod = Z._fit(x.sig(sw), sw) * Z._fit(y.sig(sw), sw)
-        e = gap - Z.bv(fc.mantissa + 1 - fa.mantissa - fb.mantissa, Z.EW)
-        s.add(e >= 0, e < sw - 1)
-        s.add(z3.UGE(prod, Z.bv(1, sw) << Z._fit(e, sw)))
+        s.add(x.sign == z3.Xor(c.sign, y.sign))        # the product has C's sign
+        # the exact sum's bits below ulp(c) = 2**(ec - mc) are worth at least half an ulp:
+        # exact rounding rounds up there, an aligner that drops the shifted-out bits does not
+        S, side = _exact(Z, a, b, c, Ls, Ws)
+        s.add(side)
+        h = c.exp - Z.bv(fc.mantissa + 1 + Ls, Z.EW)   # bit of S worth ulp(c) / 2
+        s.add(h >= 0, h < Ws - 2)
+        s.add(z3.Extract(0, 0, z3.LShR(Z.sabs(S), Z._fit(h, Ws))) == 1)
         if fa.mantissa:
             s.add(x.frac != 0)
-        if fc.mantissa:
-            s.add(c.frac != 0)
         return a, b, c
     sols = solve(ctx, f"align_shift:{P}", 1, build_shift, want=3)
     yield from _place_solutions(ctx, "align_shift", f"align_shift:{P}", sols,
-                                f"solver: product exponent {P}..{P + 2} below C's (a shift of at least {P}) "
-                                f"yet worth at least half an ulp of C: truncating and rounding adders differ")
+                                f"solver: product exponent {P}..{P + 2} below C's (a shift of at least {P}); "
+                                f"the bits shifted out are worth at least half an ulp of C, so exact rounding "
+                                f"and a truncating aligner differ")
     k = min(Ka, 4)
     if k >= 2:
         # c sits P+2 binades or more above every product

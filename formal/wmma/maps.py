@@ -316,8 +316,8 @@ def prove_same_map(m1: FragmentMap, m2: FragmentMap, what: str = "") -> Result:
     diff = np.argwhere(m1.single().reshape(-1) != m2.single().reshape(-1)).reshape(-1)
     if r == z3.sat:
         k = model_value(o.model(), s)
-        res.witness = {"slot": _slot(m1, k), "cells": [list(m1.slots[k // m1.elements][k % m1.elements]),
-                                                       list(m2.slots[k // m2.elements][k % m2.elements])]}
+        res.witness = {"slot": _slot(m1, k), "cells": [[list(c) for c in m.slots[k // m.elements][k % m.elements]]
+                                                       for m in (m1, m2)]}
         res.cross_check = {"agrees": len(diff) > 0 and int(diff[0]) == k, "differing_slots": int(len(diff))}
     else:
         res.cross_check = {"agrees": len(diff) == 0, "differing_slots": int(len(diff))}

@@ -1,0 +1,156 @@
+"""Observed wmma fragment maps (specs/observed/) and their proved properties."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from formal.expr import Formula
+from formal.wmma import maps as mp
+
+REF = Path("/work/shared/reference/layouts.json")
+TP = mp.third_party()
+
+
+def _one(**kw):
+    ms = mp.find(TP, **kw)
+    assert len(ms) == 1, (kw, [m.id for m in ms])
+    return ms[0]
+
+
+def test_third_party_maps_carry_provenance():
+    assert len(TP) == 20
+    for m in TP:
+        assert m.evidence == "third-party-empirical"
+        p = m.provenance
+        assert p["repo"] == "wmmae/wmma_extension" and p["function"].startswith("foreach_ij")
+        assert all(len(f["commit"]) == 40 for f in p["files"])
+        assert m.archs and set(m.archs) <= {"sm_70", "sm_75", "sm_80"}
+
+
+@pytest.mark.skipif(not REF.exists(), reason="shared/reference/layouts.json not present")
+def test_third_party_maps_agree_with_the_reference_transcription():
+    """Two transcriptions of the same source (ours and layouts.json) give the same tables."""
+    ref = [e for e in json.loads(REF.read_text())["entries"] if e.get("kind") == "wmma"]
+    assert len(ref) == 12
+    lane = np.repeat(np.arange(32), 16)
+    for e in ref:
+        n = e["num_elems"]
+        lane = np.repeat(np.arange(32), n)
+        i = np.tile(np.arange(n), 32)
+        rr = np.asarray(Formula(e["row"]).eval({"lane": lane, "i": i})) * np.ones_like(lane)
+        cc = np.asarray(Formula(e["col"]).eval({"lane": lane, "i": i})) * np.ones_like(lane)
+        arch = {"wmma.m16n16k16.f16.sm70": "sm_70", "wmma.m16n16k16.f16.sm75+": "sm_75",
+                "wmma.m16n16k8.tf32.sm80": "sm_80"}[e["instruction"]]
+        op = e["operand"]
+        matrix = op[0].lower()
+        kw = dict(archs=arch, matrix=matrix)
+        if matrix == "c":
+            kw["types"] = op.split(".")[1] if "." in op else "f32"
+            kw["layout"] = "row"
+        else:
+            kw["layout"] = op.split(".")[1] if "." in op else "row"
+        if "tf32" in e["instruction"]:
+            kw["shape"] = "m16n16k8"
+        else:
+            kw["shape"] = "m16n16k16"
+        m = _one(**kw)
+        cols = m.cols
+        assert np.array_equal(m.single().reshape(-1), (rr * cols + cc).reshape(-1)), e["id"]
+
+
+def test_every_published_map_covers_its_matrix():
+    for m in TP:
+        r = mp.prove_covers(m)
+        assert r.proved and r.cross_check["agrees"], r.line()
+
+
+def test_sm75_f16_multiplicands_hold_every_cell_twice_in_the_same_lane():
+    for matrix in "ab":
+        m = _one(archs="sm_75", matrix=matrix, types="f16", layout="row")
+        inj = mp.prove_injective(m)
+        assert inj.status == "refuted" and inj.cross_check["agrees"]
+        assert inj.cross_check["max_multiplicity"] == 2 and inj.cross_check["duplicated_cells"] == 256
+        held = inj.witness["held_by"]
+        assert len(held) == 2 and held[0]["lane"] == held[1]["lane"]
+        assert held[1]["element"] - held[0]["element"] == 8
+        assert mp.prove_half_duplicates(m).proved
+        s = m.summary()
+        assert s["distinct_cells_per_lane"] == [(8, 32)]          # 16 elements per lane, 8 distinct
+
+
+def test_sm70_f16_multiplicands_duplicate_across_lanes():
+    a = _one(archs="sm_70", matrix="a", types="f16", layout="row")
+    inj = mp.prove_injective(a)
+    assert inj.status == "refuted"
+    lanes = [h["lane"] for h in inj.witness["held_by"]]
+    assert lanes == [0, 8]                                     # lanes differing in bit 3 hold A twice
+    hd = mp.prove_half_duplicates(a)
+    assert hd.status == "refuted" and hd.witness == {"lane": 0, "element": 0} and hd.cross_check["agrees"]
+    b = _one(archs="sm_70", matrix="b", types="f16", layout="col")
+    lanes = [h["lane"] for h in mp.prove_injective(b).witness["held_by"]]
+    assert lanes == [0, 4]                                     # bit 2 for B
+
+
+def test_accumulator_maps_are_bijections():
+    for m in mp.find(TP, matrix="c"):
+        assert mp.prove_injective(m).proved
+        assert m.summary()["multiplicity_histogram"] == [(1, m.rows * m.cols)]
+
+
+def test_row_and_col_layouts():
+    r = mp.prove_same_map(_one(archs="sm_70", matrix="a", types="f16", layout="row"),
+                          _one(archs="sm_70", matrix="a", types="f16", layout="col"))
+    assert r.status == "refuted" and r.cross_check["agrees"]
+    # lane 0, element 1: row-major gives (0, 1) (col = i); col-major gives (1, 0) (row = i & 3)
+    assert r.witness["slot"]["lane"] == 0 and r.witness["slot"]["element"] == 1
+    assert r.witness["cells"] == [[[0, 1]], [[1, 0]]]
+    for arch, shape, t in (("sm_75", "m16n16k16", "f16"), ("sm_80", "m16n16k8", "tf32")):
+        for matrix in "ab":
+            r = mp.prove_same_map(_one(archs=arch, matrix=matrix, types=t, layout="row", shape=shape),
+                                  _one(archs=arch, matrix=matrix, types=t, layout="col", shape=shape))
+            assert r.proved and r.cross_check["agrees"]
+
+
+def test_sm70_f16_and_f32_accumulators_differ():
+    r = mp.prove_same_map(_one(archs="sm_70", matrix="c", types="f16", layout="row"),
+                          _one(archs="sm_70", matrix="c", types="f32", layout="row"))
+    assert r.status == "refuted"
+    # hand: f16 lane 0 i 2 -> (0, 2); f32 lane 0 i 2 -> (2 * 1, 0) = (2, 0)
+    assert r.witness["slot"]["element"] == 2 and r.witness["cells"] == [[[0, 2]], [[2, 0]]]
+    assert r.cross_check["differing_slots"] == 128
+
+
+def test_synthetic_map_missing_a_cell_is_refuted_with_the_smallest_cell():
+    m = mp.from_formulas("t", "m16n16k16", "c", 8, "(lane >> 2) + 8 * ((i >> 1) & 1)",
+                         "min(2 * (lane & 3) + (i & 1) + 8 * ((i >> 2) & 1), 14)")
+    r = mp.prove_covers(m)
+    assert r.status == "refuted" and r.witness == {"uncovered": [0, 15]} and r.cross_check["agrees"]
+
+
+def test_from_formulas_rejects_cells_outside():
+    with pytest.raises(ValueError):
+        mp.from_formulas("t", "m16n16k16", "c", 8, "lane", "i")
+
+
+def test_observed_json_format_roundtrip(tmp_path):
+    m = _one(archs="sm_75", matrix="c", types="f16", layout="row")
+    cells = m.single().reshape(-1).tolist()
+    doc = {"meta": {"archs": ["sm_90"], "evidence": "silicon", "device": {"name": "test"}},
+           "maps": [{"id": "x", "opcode": "wmma.load.c.sync.aligned.row.m16n16k16.f16", "kind": "load",
+                     "shape": "m16n16k16", "matrix": "c", "type": "f16", "layout": "row", "rows": 16, "cols": 16,
+                     "elements": 8, "elems_per_reg": 2, "cells": cells, "multi": {}, "anomalies": {}}]}
+    p = tmp_path / "wmma_sm90_test.json"
+    p.write_text(json.dumps(doc))
+    (got,) = mp.load_observed_json(p)
+    assert got.evidence == "silicon" and np.array_equal(got.single(), m.single())
+    assert mp.prove_same_map(got, m).proved
+
+
+def test_properties_report_has_no_unknowns_and_cross_checks_agree():
+    rs = mp.properties(list(TP))
+    assert rs and all(r.status in ("proved", "refuted") for r in rs)
+    assert all(r.cross_check["agrees"] for r in rs)
