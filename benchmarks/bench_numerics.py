@@ -1,10 +1,17 @@
 """Throughput of the arithmetic core: MMAs per second on one core, vectorised vs scalar.
 
     .venv/bin/python benchmarks/bench_numerics.py [--T 10000] [--scalar-T 2] [--arch sm_90]
+                                                  [--warps 2000] [--skip-matrix] [--skip-evaluate]
 
 One "MMA" is one warp-level instruction's worth of outputs (m16n8kK: 128 dot products).
-Inputs are random normal values (integers: uniform codes), batched T at a time through
-``mma_matrices``; the scalar column runs ``mma_scalar`` (Fractions) on a few of them.
+
+Table 1 (matrix level): random normal values (integers: uniform codes), batched T at a
+time through ``mma_matrices``; the scalar column runs ``mma_scalar`` (Fractions) on a few.
+
+Table 2 (register level, what a hardware check runs): ``formal.evaluate.evaluate`` on
+``--warps`` warps of ``formal.hw.inputs.random_inputs`` per form family and regime
+(layouts, metadata and numerics included), CPU seconds of this process; the last
+column is the CPU time 10,000 warps of one form take.
 """
 from __future__ import annotations
 
@@ -24,6 +31,7 @@ FORMS = [
     ("m16n8k16 f16->f32", (16, 8, 16), "f16", "f32", {}),
     ("m16n8k32 s8->s32", (16, 8, 32), "s8", "s32", {}),
     ("m16n8k8 f64", (16, 8, 8), "f64", "f64", {"rounding": "rn"}),
+    ("m8n8k4 f16->f32 (FMA pipe)", (8, 8, 4), "f16", "f32", {"shape": (8, 8, 4)}),
     ("m16n8k32 e4m3->f32", (16, 8, 32), "e4m3", "f32", {}),
 ]
 
@@ -53,13 +61,67 @@ def rate(fn, n, repeat=3):
     return n / wall, n / max(cpu, 1e-9)
 
 
+EVAL_FORMS = [
+    # label, opcode
+    ("f16 m16n8k16 ->f32", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
+    ("f16 m16n8k16 ->f16", "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16"),
+    ("bf16 m16n8k16", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"),
+    ("tf32 m16n8k8", "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"),
+    ("f16 m8n8k4 (FMA pipe) ->f32", "mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32"),
+    ("f16 m8n8k4 (FMA pipe) ->f16", "mma.sync.aligned.m8n8k4.row.col.f16.f16.f16.f16"),
+    ("e4m3 m16n8k32 (emulated)", "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32"),
+    ("e5m2 m16n8k16 (emulated)", "mma.sync.aligned.m16n8k16.row.col.f16.e5m2.e5m2.f16"),
+    ("f64 m8n8k4", "mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64"),
+    ("f64 m16n8k8 .rz", "mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64.rz"),
+    ("f64 m16n8k16 .rn", "mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64.rn"),
+    ("s8 m16n8k32 .satfinite", "mma.sync.aligned.m16n8k32.row.col.satfinite.s32.s8.s8.s32"),
+    ("s4 m16n8k64", "mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32"),
+    ("b1 m16n8k256 .xor", "mma.sync.aligned.m16n8k256.row.col.s32.b1.b1.s32.xor.popc"),
+    ("sparse f16 m16n8k32", "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32"),
+    ("sparse e4m3 m16n8k64", "mma.sp::ordered_metadata.sync.aligned.m16n8k64.row.col.f32.e4m3.e4m3.f32"),
+]
+
+
+def bench_evaluate(warps: int, regimes=("normal", "bits", "special")):
+    from formal.catalog import parse
+    from formal.evaluate import evaluate
+    from formal.hw.inputs import random_inputs
+
+    print(f"\nRegister level: formal.evaluate.evaluate, arch=sm_90, {warps} warps per batch, one core (CPU time)")
+    print("| form | " + " | ".join(f"{r} MMA/s" for r in regimes) + " | 10k warps (s, worst regime) |")
+    print("|---|" + "---|" * (len(regimes) + 1))
+    warm = parse(EVAL_FORMS[0][1])
+    w = random_inputs(warm, 4, "normal", 0)
+    evaluate(warm, w["a"], w["b"], w["c"])
+    for label, op in EVAL_FORMS:
+        f = parse(op)
+        rates = []
+        for r in regimes:
+            inp = random_inputs(f, warps, r, 1)
+            sel = 0 if f.is_sparse else None
+            c = time.process_time()
+            evaluate(f, inp["a"], inp["b"], inp["c"], e=inp.get("e"), sel=sel, arch="sm_90")
+            rates.append(warps / max(time.process_time() - c, 1e-9))
+        print(f"| {label} | " + " | ".join(f"{x:,.0f}" for x in rates) + f" | {10000 / min(rates):.1f} |")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--T", type=int, default=10000, help="MMAs per vectorised batch")
     ap.add_argument("--scalar-T", type=int, default=2, help="MMAs for the scalar reference")
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--warps", type=int, default=2000, help="warps per batch for the register-level table")
+    ap.add_argument("--skip-matrix", action="store_true")
+    ap.add_argument("--skip-evaluate", action="store_true")
     args = ap.parse_args(argv)
+    if not args.skip_matrix:
+        bench_matrix(args)
+    if not args.skip_evaluate:
+        bench_evaluate(args.warps)
+
+
+def bench_matrix(args):
     rng = np.random.default_rng(0)
     print(f"arch={args.arch}  numpy {np.__version__}  one core, best of {args.repeat}")
     print("| form | T | vectorised MMA/s (cpu) | vectorised MMA/s (wall) | scalar MMA/s (cpu) | speed-up |")

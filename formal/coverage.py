@@ -544,7 +544,14 @@ def build_subnormal(ctx: Ctx):
             break
         tried.append(f"{label}: {ctx.stats[f'subnormal_out[{label}]']['status']}")
     else:
-        ctx.not_covered["subnormal_out"] = "; ".join(tried)
+        # every addend is a multiple of 2**lsb_min; if that is at least the smallest normal,
+        # no non-zero result is subnormal (an exact argument)
+        lsb_min = min(fa.emin + fb.emin - fa.mantissa - fb.mantissa, fc.emin - fc.mantissa)
+        if lsb_min >= fo.emin:
+            ctx.not_covered["subnormal_out"] = (f"proved unreachable: every addend is a multiple of 2**{lsb_min} "
+                                                f">= 2**{fo.emin}, the smallest normal .{f.dtype}")
+        else:
+            ctx.not_covered["subnormal_out"] = "; ".join(tried)
 
 
 # ------------------------------------------------------------------------------------------
@@ -583,7 +590,7 @@ def build_signed_zero(ctx: Ctx):
 # alignment (solver)
 
 @_model("alignment", "exponent spread that forces alignment loss: a product P..P+2 binades below C (P = "
-                     "C's precision) whose shifted-out bits are worth at least half an ulp of C, and products "
+                     "C's precision) whose shifted-out bits are worth 3/4 of an ulp of C or more, and products "
                      "each below half an ulp of C whose sum exceeds one ulp (solver)",
         "align_shift:P align_far_sum", is_float_form, solver=True)
 def build_alignment(ctx: Ctx):
@@ -607,21 +614,22 @@ def build_alignment(ctx: Ctx):
         gap = c.exp - (x.exp + y.exp)
         s.add(gap >= P, gap <= P + 2)
         s.add(x.sign == z3.Xor(c.sign, y.sign))        # the product has C's sign
-        # the exact sum's bits below ulp(c) = 2**(ec - mc) are worth at least half an ulp:
-        # exact rounding rounds up there, an aligner that drops the shifted-out bits does not
+        # the exact sum's two bits below ulp(c) = 2**(ec - mc) are both set (at least 3/4 of an
+        # ulp): every round-to-nearest rounds up, whatever the ties and the lower bits; an
+        # aligner that drops the shifted-out bits, or a truncating adder, does not
         S, side = _exact(Z, a, b, c, Ls, Ws)
         s.add(side)
-        h = c.exp - Z.bv(fc.mantissa + 1 + Ls, Z.EW)   # bit of S worth ulp(c) / 2
-        s.add(h >= 0, h < Ws - 2)
-        s.add(z3.Extract(0, 0, z3.LShR(Z.sabs(S), Z._fit(h, Ws))) == 1)
+        h = c.exp - Z.bv(fc.mantissa + 2 + Ls, Z.EW)   # bit of S worth ulp(c) / 4
+        s.add(h >= 0, h < Ws - 3)
+        s.add(z3.Extract(1, 0, z3.LShR(Z.sabs(S), Z._fit(h, Ws))) == 3)
         if fa.mantissa:
             s.add(x.frac != 0)
         return a, b, c
     sols = solve(ctx, f"align_shift:{P}", 1, build_shift, want=3)
     yield from _place_solutions(ctx, "align_shift", f"align_shift:{P}", sols,
                                 f"solver: product exponent {P}..{P + 2} below C's (a shift of at least {P}); "
-                                f"the bits shifted out are worth at least half an ulp of C, so exact rounding "
-                                f"and a truncating aligner differ")
+                                f"the two bits below C's ulp are both set, so rounding to nearest and "
+                                f"truncation differ")
     k = min(Ka, 4)
     if k >= 2:
         # c sits P+2 binades or more above every product
@@ -692,7 +700,8 @@ def build_cancellation(ctx: Ctx):
     # left, at least p binades (p = output precision) below C: the leading bits of the
     # addends cancel and the result is made of low-order bits a truncating aligner can lose
     p = fo.mantissa + 1
-    awc, cwc = (-(p // 2 + 8), p // 2 + 8), (-8, 8)
+    fa, fb = get_format(f.atype), get_format(f.btype)
+    awc, cwc = (-(p // 2 + 8), p // 2 + 8), (-8, min(fa.emax + fb.emax + 1, p + 8))
     Lc = _lsb_floor(f, awc, awc, cwc)
     Wc = _width(f, awc, awc, cwc, k, Lc) + 4
 
@@ -887,7 +896,12 @@ def build_int_bounds(ctx: Ctx):
                                     f"solver: exact sum {what}, reached by the products (not by C alone)"
                                     + (" -> .satfinite clamps" if sat and label in ("hi", "lo") else
                                        " -> wraps modulo 2**32" if label in ("hi", "lo") else ""))
-    if sat and k >= 2:
+    if sat and k >= 2 and nonneg:
+        ctx.stats["int_sat_transient"] = {"status": "unsat", "seconds": 0.0, "solutions": 0, "terms": Ka,
+                                          "reason": "bound: products are never negative"}
+        ctx.not_covered["int_sat_transient"] = ("proved unreachable: with products never negative the running "
+                                                "sum only grows, so it cannot pass 2**31-1 and come back")
+    elif sat and k >= 2:
         def build_t(s):
             a, b, c = vars_(s)
             S = Z.int_dot(a, b, c, W, bitop=f.bitop)
@@ -976,7 +990,9 @@ def build_block_scale(ctx: Ctx):
     st = f.stype
     fs = get_format(st)
     ext = [0x00, 0x7F, 0xFE, 0xFF] if st == "ue8m0" else [0x00, 0x01, 0x38, 0x7E, 0x7F]
-    unit = one(st)
+    from .vectors.draft import unit_scale
+
+    unit = unit_scale(f)
     M, N, K = f.mnk
     nsf = {"1X": 1, "2X": 2, "4X": 4}[f.scale_vec_effective]
     for i, v in enumerate(ext):
@@ -1073,8 +1089,8 @@ RANDOM_REGIMES = ("bits", "normal", "finite", "align", "extreme", "special")
 def random_drafts(ctx: Ctx, count: int) -> list:
     """``count`` random warps, cycling through the input regimes of ``formal.hw.inputs``
     (and, for sparse forms, the selectors)."""
-    from .hw.inputs import random_elements, random_inputs
-    from .vectors.draft import Draft, dims, is_matrix_level
+    from .hw.inputs import random_inputs
+    from .vectors.draft import Draft, is_matrix_level
 
     f = ctx.form
     out = []
@@ -1084,15 +1100,15 @@ def random_drafts(ctx: Ctx, count: int) -> list:
         regime = RANDOM_REGIMES[i % len(RANDOM_REGIMES)]
         seed = int(rng.integers(0, 2**63 - 1))
         if is_matrix_level(f):
-            P, M, N, K, _ = dims(f)
-            r = np.random.Generator(np.random.PCG64(seed))
-            d = Draft([f"random:{regime}"], f"random {regime} matrices (seed {seed})")
-            d.A = (random_elements(r, f.atype, M * K, regime, "a") & np.uint64((1 << get_format(f.atype).bits) - 1)).reshape(1, M, K)
-            d.B = (random_elements(r, f.btype, K * N, regime, "b") & np.uint64((1 << get_format(f.btype).bits) - 1)).reshape(1, K, N)
-            d.C = (random_elements(r, f.ctype, M * N, regime, "c") & np.uint64((1 << get_format(f.ctype).bits) - 1)).reshape(1, M, N)
+            from .vectors.draft import Canvas
+
+            cv = Canvas(f, np.random.Generator(np.random.PCG64(seed)), regime)
+            d = cv.draft([f"random:{regime}"], f"random {regime} matrices (seed {seed})")
             if f.block_scale:
+                M, N, _ = f.mnk
                 nsf = {"1X": 1, "2X": 2, "4X": 4}[f.scale_vec_effective]
-                lo, hi = (0x70, 0x8F) if f.stype == "ue8m0" else (0x30, 0x48)
+                r = np.random.Generator(np.random.PCG64(seed + 1))
+                lo, hi = (0x70, 0x8F) if f.stype == "ue8m0" else (0x30, 0x48)    # scales near 1
                 d.scale_a = r.integers(lo, hi, (M, nsf)).astype(np.uint8)
                 d.scale_b = r.integers(lo, hi, (nsf, N)).astype(np.uint8)
             out.append(d)

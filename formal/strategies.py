@@ -15,7 +15,8 @@
   only, without subnormals, inside a value range or a field-exponent range.
 * :func:`fragments` -- one warp's inputs for a form: ``{'a','b','c'}`` register arrays
   ``[T, 32, nregs]`` (plus ``'e'`` ``[T, 32]`` and ``'sel'`` for ``mma.sp``), built from
-  element encodings placed by the spec's layouts; for ``wmma.mma`` and block-scaled forms
+  element encodings placed by the spec's layouts (each operand draws a pool of up to 64
+  element values and places them anywhere); for ``wmma.mma`` and block-scaled forms
   the matrices ``{'A','B','C'}`` (+ ``scale_a``, ``scale_b``).  The dict can be passed to
   ``formal.evaluate(opcode, **regs)`` (or ``evaluate_matrices``) directly.
 * :func:`metadata` -- legal metadata registers ``[32]`` for a sparse form and selector.
@@ -146,16 +147,22 @@ def metadata(draw, opcode, sel: int | None = None, idle: str = "zero") -> np.nda
         for lane in range(32):
             e[lane] = sum(draw(st.sampled_from(legal)) << (4 * k) for k in range(8))
         e[np.unique(tab[:, 0])] = 0
-    nib = draw(st.lists(st.sampled_from(legal), min_size=fm.rows * fm.chunks_per_row,
-                        max_size=fm.rows * fm.chunks_per_row))
-    nib = np.array(nib, np.uint64).reshape(fm.rows, fm.chunks_per_row)
+    from hypothesis.extra.numpy import arrays
+
+    nib = draw(arrays(np.uint64, (fm.rows, fm.chunks_per_row), elements=st.sampled_from(legal)))
     for lane, _n, row, ch, lo in tab:
         e[lane] |= nib[row, ch] << np.uint64(lo)
     return e.astype(np.uint32)
 
 
-def _codes(draw, strat, n: int) -> np.ndarray:
-    return np.array(draw(st.lists(strat, min_size=n, max_size=n)), dtype=np.uint64)
+def _codes(draw, strat, n: int, pool: int = 64) -> np.ndarray:
+    """n encodings: a pool of up to ``pool`` values from ``strat``, placed by an index array
+    (Hypothesis fills integer arrays cheaply, so examples stay small and shrink well)."""
+    from hypothesis.extra.numpy import arrays
+
+    values = draw(st.lists(strat, min_size=1, max_size=min(pool, n)))
+    idx = draw(arrays(np.int64, (n,), elements=st.integers(0, len(values) - 1)))
+    return np.array(values, dtype=np.uint64)[idx]
 
 
 @st.composite

@@ -104,13 +104,17 @@ FLOAT_PATHS = [
     ("f16", "f16", "f16", "f32", 4, {}), ("bf16", "bf16", "f32", "f32", 16, {}), ("tf32", "tf32", "f32", "f32", 8, {}),
     ("tf32", "tf32", "f32", "f32", 4, {}), ("e4m3", "e5m2", "f32", "f32", 32, {}), ("e5m2", "e5m2", "f16", "f16", 32, {}),
     ("e4m3", "e4m3", "f32", "f32", 16, {}),
+    # m8n8k4 .f16: on sm_90 a shape-specific FmaPipe record (FP32 FMA-pipe code), elsewhere the blocks
+    ("f16", "f16", "f32", "f32", 4, {"shape": (8, 8, 4)}), ("f16", "f16", "f16", "f32", 4, {"shape": (8, 8, 4)}),
+    ("f16", "f16", "f16", "f16", 4, {"shape": (8, 8, 4)}),
 ]
 ARCHS = ["sm_90", "exact", "sm_70", "sm_80", "sm_89", "sm_100", "sm_120"]
 CASES = [(p, a) for p in FLOAT_PATHS for a in ARCHS
          if all(t in MODELS[a].input_types for t in p[:2])]
 
 
-@pytest.mark.parametrize("path,arch", CASES, ids=[f"{a}-{p[0]}x{p[1]}-{p[2]}-{p[3]}-k{p[4]}" for p, a in CASES])
+@pytest.mark.parametrize("path,arch", CASES, ids=[f"{a}-{p[0]}x{p[1]}-{p[2]}-{p[3]}-k{p[4]}"
+                                                  + ("-m8n8k4" if p[5].get("shape") else "") for p, a in CASES])
 @settings(max_examples=8, deadline=None)
 @given(seed=SEEDS, flavour=FLAVOURS)
 def test_vectorised_equals_scalar_float(path, arch, seed, flavour):
@@ -186,7 +190,9 @@ def test_vectorised_equals_scalar_scale_modes(scale_mode, seed, flavour):
 
 
 @pytest.mark.parametrize("rounding", ["rn", "rz", "rm", "rp"])
-@pytest.mark.parametrize("variant", [{}, dict(order="descending"), dict(c_first=False)])
+@pytest.mark.parametrize("variant", [{}, dict(order="descending"), dict(c_first=False), dict(nan_rule="canonical"),
+                                     dict(nan_priority=("a", "c", "b"), c_first=False),
+                                     dict(default_nan=0x7FF8000000000000)])
 @settings(max_examples=6, deadline=None)
 @given(seed=SEEDS, flavour=FLAVOURS)
 def test_vectorised_equals_scalar_f64(rounding, variant, seed, flavour):
@@ -557,3 +563,105 @@ def test_fit_decide_and_score():
     D = mma_matrices(A, B, C, arch="sm_90", **kw)
     s = score(A, B, C, D, {"sm_90": "sm_90", "sm_80": "sm_80"}, **kw)
     assert s["sm_90"] == 0 and s["sm_80"] > 0
+
+
+# ---------------------------------------------------------------------------
+# The fast binary64 FMA (float64 error-free transformations) against the exact ones
+# ---------------------------------------------------------------------------
+
+def _f64_batch(rng, n, kind):
+    u = lambda lo, hi: rng.integers(lo, hi, n).astype(np.uint64)  # noqa: E731
+    if kind == "bits":
+        return rng.integers(0, 2**64, n, dtype=np.uint64)
+    lo, hi = {"near": (1023 - 60, 1023 + 60), "tiny": (0, 120), "huge": (1900, 2047), "wide": (0, 2047)}[kind]
+    m = rng.integers(0, 2**52, n, dtype=np.uint64)
+    if rng.random() < 0.5:   # short significands: exact products, ties and cancellations
+        m &= np.uint64(~((1 << 40) - 1) & (2**52 - 1))
+    return (u(0, 2) << np.uint64(63)) | (u(lo, hi) << np.uint64(52)) | m
+
+
+@pytest.mark.parametrize("mode", ["rn", "rz", "rm", "rp"])
+def test_fast_fma_f64_equals_exact(mode):
+    from formal.numerics.engine import fma_f64_codes
+
+    rng = np.random.default_rng({"rn": 1, "rz": 2, "rm": 3, "rp": 4}[mode])
+    kinds = ["bits", "near", "tiny", "huge", "wide"]
+    specials = np.array([0, 1 << 63, 0x7FF0000000000000, 0xFFF0000000000000, 0x7FF8000000000001, 1,
+                         0x000FFFFFFFFFFFFF, 0x7FEFFFFFFFFFFFFF, 0x0010000000000000], np.uint64)
+    n = 3000
+    for ka in kinds:
+        for kc in kinds:
+            a, b, c = _f64_batch(rng, n, ka), _f64_batch(rng, n, ka if rng.random() < 0.5 else "near"), \
+                _f64_batch(rng, n, kc)
+            pick = rng.random((3, n)) < 0.05
+            a, b, c = (np.where(pk, specials[rng.integers(0, len(specials), n)], x) for pk, x in zip(pick, (a, b, c)))
+            with np.errstate(all="ignore"):   # c close to -a*b: cancellations
+                pr = a.view(np.float64) * b.view(np.float64)
+                c = np.where(rng.random(n) < 0.3, (-pr).view(np.uint64), c)
+            fast = fma_f64_codes(a, b, c, mode, 0x7FF8000000000123)
+            exact = fma_f64(F.decode(a, "f64"), F.decode(b, "f64"), F.decode(c, "f64"), mode, 0x7FF8000000000123)
+            bad = np.flatnonzero(fast != exact)
+            assert not len(bad), (mode, ka, kc, [hex(int(x[bad[0]])) for x in (a, b, c, fast, exact)])
+
+
+@settings(max_examples=150, deadline=None)
+@given(a=st.floats(allow_nan=False, allow_infinity=False, width=64),
+       b=st.floats(allow_nan=False, allow_infinity=False, width=64),
+       c=st.floats(allow_nan=False, allow_infinity=False, width=64),
+       mode=st.sampled_from(["rn", "rz", "rm", "rp"]))
+def test_fast_fma_f64_vs_fraction(a, b, c, mode):
+    from formal.numerics.engine import fma_f64_codes
+
+    codes = [np.array([x]).view(np.uint64) for x in (a, b, c)]
+    got = fma_f64_codes(*codes, mode)
+    want = fma_f64(*(F.decode(x, "f64") for x in codes), mode)
+    assert int(got[0]) == int(want[0])
+
+
+# ---------------------------------------------------------------------------
+# sm_90 paths pinned by silicon (H100 run1; tests/test_numerics_hw_data.py has the data)
+# ---------------------------------------------------------------------------
+
+def test_m8n8k4_f16_runs_on_the_fma_pipe_only_with_its_shape():
+    sm90 = MODELS["sm_90"]
+    assert sm90.path("f16", "f16", "f32", "f32", shape=(8, 8, 4))[0] == "f16.f32@m8n8k4"
+    assert sm90.path("f16", "f16", "f16", "f16", shape=(8, 8, 4))[0] == "f16.f16@m8n8k4"
+    assert sm90.path("f16", "f16", "f32", "f32", shape=(16, 8, 16))[0] == "f16.f32"
+    assert sm90.path("f16", "f16", "f32", "f32")[0] == "f16.f32"
+    # 2^-25 + 1 - 1 (k = 0, 1, 2): the FFMA chain rounds 1 + 2^-25 to 1; the tensor-core block keeps 2^-25
+    a = enc([2.0**-13, 1.0, -1.0, 0.0], "f16")
+    b = enc([2.0**-12, 1.0, 1.0, 0.0], "f16")
+    kw = dict(atype="f16", btype="f16", ctype="f32", dtype="f32")
+    assert int(dot_terms(a, b, np.uint32(0), shape=(8, 8, 4), **kw)) == 0
+    assert int(dot_terms(a, b, np.uint32(0), **kw)) == 0x33000000
+    # f16 D: g0 = a0 b0 + a1 b1 and g1 = a2 b2 + a3 b3, each rounded in f32, then (c + g0) + g1, RNE to f16.
+    # products 1, 2^-11, 2^-24, 2^-24: g1 = 2^-23 exactly lifts 1 + 2^-11 above the f16 tie -> 1 + 2^-10;
+    # one f32 chain would lose each 2^-24 (ties to even) and give 1 + 2^-11 -> 1.0 (tie to even)
+    a = enc([1.0, 2.0**-11, 2.0**-12, 2.0**-12], "f16")
+    b = enc([1.0, 1.0, 2.0**-12, 2.0**-12], "f16")
+    kw16 = dict(atype="f16", btype="f16", ctype="f16", dtype="f16", shape=(8, 8, 4))
+    assert int(dot_terms(a, b, enc(0.0, "f16"), **kw16)) == 0x3C01
+    chain = MODELS["sm_90"].with_path("f16.f16@m8n8k4", MODELS["sm_90"].paths["f16.f16@m8n8k4"].but(
+        groups=((0, 1, 2, 3),)))
+    assert int(dot_terms(a, b, enc(0.0, "f16"), arch=chain, **kw16)) == 0x3C00
+
+
+def test_fp8_k16_is_two_hmma1688_over_k_mod_4():
+    g = MODELS["sm_90"].paths["f8.f32"].groups_for(16)
+    assert g == mod4_groups(16) and g[0] == (0, 1, 4, 5, 8, 9, 12, 13)
+
+
+def test_f64_nan_rule_sm90():
+    kw = dict(atype="f64", btype="f64", ctype="f64", dtype="f64", arch="sm_90")
+    z = np.zeros(4, np.uint64)
+    one = 0x3FF0000000000000
+    a = z.copy(); a[0] = 0x7FF0000000000123            # signalling NaN in a
+    b = z.copy(); b[0] = 0xFFF8000000000456            # quiet NaN in b: b wins
+    assert int(dot_terms(a, b, np.uint64(0), **kw)) == 0xFFF8000000000456
+    b[0] = one
+    assert int(dot_terms(a, b, np.uint64(0), **kw)) == 0x7FF8000000000123          # a's, quieted
+    assert int(dot_terms(a, b, np.uint64(0x7FF4000000000789), **kw)) == 0x7FFC000000000789   # c beats a
+    a[0] = 0x7FF0000000000000; b[0] = 0                 # Inf * 0: the negative default NaN
+    assert int(dot_terms(a, b, np.uint64(one), **kw)) == 0xFFF8000000000000
+    a[1] = 0x7FF8000000000ABC; b[1] = one               # ... which then beats a later a NaN
+    assert int(dot_terms(a, b, np.uint64(0), **kw)) == 0xFFF8000000000000

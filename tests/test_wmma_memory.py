@@ -231,7 +231,7 @@ def test_stride_set_elements_reading_and_empty_set():
 forms = st.sampled_from(SM90_GENERIC)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(forms, st.integers(0, 1 << 40), st.integers(0, 64))
 def test_random_legal_pairs_accepted(view, q, j):
     form = view.form
@@ -242,7 +242,7 @@ def test_random_legal_pairs_accepted(view, q, j):
     assert r.legal, r.text()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(forms, st.integers(0, 1 << 40), st.integers(1, 1 << 12), st.integers(0, 3))
 def test_random_illegal_pairs_refused_with_the_right_rule(view, q, off, kind):
     form = view.form

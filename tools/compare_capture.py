@@ -1,6 +1,7 @@
 """Compare a silicon capture (``formal.hw.capture`` output) with the evaluator, bit for bit.
 
     python tools/compare_capture.py RUN_DIR [--filter S] [--arch sm_90] [--json] [--examples N]
+    python tools/compare_capture.py RUN_DIR --hypotheses [--filter S] [--json]
 
 RUN_DIR holds ``manifest.json`` (per batch: opcode, sel, regime, seed, warps, input
 digest) and ``outputs*.npz`` (the GPU's D registers per batch key).  Every batch's
@@ -10,6 +11,10 @@ level) and compared with the captured registers.
 
 Prints one line per form (``OK`` / ``BAD`` / ``ERR``), the mismatching regimes with a
 first example, and a summary; ``--json`` prints a machine-readable report instead.
+
+``--hypotheses`` also evaluates every alternative of ``formal.numerics.fit.sm90_alternatives``
+on the batches of its path and counts the captured registers each gets wrong: a count
+of 0 means this capture cannot tell that alternative from the model (a probe must).
 Exit status: 0 all batches match, 1 some batch mismatches or fails, 2 bad input.
 """
 from __future__ import annotations
@@ -95,6 +100,56 @@ def compare_run(run_dir: str, filt: str = "", arch: str = "sm_90", examples: int
             "warps": sum(r.get("warps", 0) for r in results), "results": results}
 
 
+def hypotheses_run(run_dir: str, filt: str = "") -> dict:
+    """{path: {alternative: {"registers": n wrong, "batches": n, "of": total registers}}}."""
+    import formal.evaluate as ev
+    from formal.catalog import parse
+    from formal.hw.inputs import random_inputs
+    from formal.numerics import MODELS
+    from formal.numerics.fit import sm90_alternatives
+
+    alts = sm90_alternatives()
+    # evaluate() takes arch *names*: register the alternatives for this process only
+    for key, vs in alts.items():
+        for name, model in vs.items():
+            MODELS[f"hyp:{key}:{name}"] = model
+            ev.ARCH_TARGETS[f"hyp:{key}:{name}"] = ev.ARCH_TARGETS["sm_90"]
+    man, outs = load_run(run_dir)
+    sm90 = MODELS["sm_90"]
+    res: dict = {k: {n: {"registers": 0, "batches": 0, "of": 0} for n in vs} for k, vs in alts.items()}
+    for case in man["cases"]:
+        if (filt and filt not in case["opcode"]) or case["key"] not in outs:
+            continue
+        form = parse(case["opcode"])
+        try:
+            key, _ = sm90.path(form.atype, form.btype, form.ctype, form.dtype, form.kind, shape=form.mnk)
+        except Exception:
+            continue
+        if key not in alts:
+            continue
+        inp = random_inputs(form, case["warps"], case["regime"], case["seed"])
+        got = outs[case["key"]]
+        for name in alts[key]:
+            d = ev.evaluate(form, inp["a"], inp["b"], inp["c"], e=inp.get("e"), sel=case.get("sel"),
+                            arch=f"hyp:{key}:{name}")
+            r = res[key][name]
+            nbad = int((d != got).sum())
+            r["registers"] += nbad
+            r["batches"] += int(nbad > 0)
+            r["of"] += int(got.size)
+    return res
+
+
+def _text_hyp(res: dict) -> str:
+    lines = ["| path | alternative | captured registers it gets wrong | batches | of registers |",
+             "|---|---|---|---|---|"]
+    for key, vs in res.items():
+        for name, r in vs.items():
+            if r["of"]:
+                lines.append(f"| {key} | {name} | {r['registers']:,} | {r['batches']} | {r['of']:,} |")
+    return "\n".join(lines)
+
+
 def _text(rep: dict) -> str:
     forms: "OrderedDict[tuple, list]" = OrderedDict()
     for r in rep["results"]:
@@ -124,9 +179,15 @@ def main(argv=None) -> int:
     ap.add_argument("--arch", default="sm_90", help="arch model to compare with (default sm_90)")
     ap.add_argument("--json", action="store_true", help="print a JSON report")
     ap.add_argument("--examples", type=int, default=1, help="mismatch examples per batch (JSON)")
+    ap.add_argument("--hypotheses", action="store_true",
+                    help="count the captured registers each sm_90 alternative gets wrong")
     args = ap.parse_args(argv)
     t0 = time.time()
     try:
+        if args.hypotheses:
+            res = hypotheses_run(args.run_dir, args.filter)
+            print(json.dumps(res, indent=1) if args.json else _text_hyp(res))
+            return 0
         rep = compare_run(args.run_dir, args.filter, args.arch, args.examples)
     except (FileNotFoundError, json.JSONDecodeError, KeyError, OSError, ValueError) as e:
         print(f"compare_capture: {e}", file=sys.stderr)

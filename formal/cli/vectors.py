@@ -11,7 +11,7 @@ from ..catalog import BadArgument, parse
 GRAMMAR = """\
 hex format (one case per line, like Berkeley TestFloat):
   # ptx-formal-vectors {JSON header}
-  OPCODE [sel=S] a=LANES b=LANES c=LANES [e=W|W|...] d=LANES  # id=N points=P1,P2 why=TEXT
+  OPCODE [sel=S] a=LANES b=LANES c=LANES [e=W|W|...] d=LANES  # id=N points=P1,P2 [seen=P3,...] why=TEXT
   LANES = 32 lanes separated by '|', lane 0 first; each lane = its registers of that
           operand separated by ',', each 8 hex digits (16 for 64-bit f64 registers)
   e     = 32 metadata words (mma.sp), lane 0 first;  sel = the sparsity selector

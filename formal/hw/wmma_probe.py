@@ -377,7 +377,9 @@ def memory_probes(kind: str, target: str = TARGET, ptx: str = PTX_VERSION) -> li
                       n_ids, code_bits, {"pre_elements": pre, "post_elements": post, "footprint_elements": nfoot,
                                          "buffer_elements": pre + nfoot + post, "elem_bits": view.elem_bits,
                                          "etype": view.etype, "regs": view.regs, "reg_bits": view.reg_bits,
-                                         "elems_per_reg": view.elems_per_reg, "space": form.space or ""})
+                                         "elems_per_reg": view.elems_per_reg, "space": form.space or "",
+                                         "legal_under": {rd: wmem.legal_py(view, PRE_BYTES, stride, view.frag_bytes(rd))
+                                                         for rd in wmem.READINGS}})
             p.ptx = _memory_kernel(p, form, f"smem_{name}" if window == "shared" else None)
             out.append(p)
     return out
@@ -394,27 +396,37 @@ def _mma_parts(f: Form, clayout: str) -> dict[str, Form]:
     return {"a": a, "b": b, "c": c, "d": d}
 
 
+def safe_stride(view: wmem.MemoryView) -> int:
+    """The default stride if it is legal under both readings of 'fragment size', else the
+    smallest stride that is (erratum default-stride-misaligned: under the 'registers'
+    reading the default stride of .f16 m8n32k16 A .col and m32n8k16 B .row is misaligned)."""
+    return _round_up(view.default_stride, _stride_modulus(view.etype, view.matrix, view.form.shape, view.layout))
+
+
 def pipeline_probes(target: str = TARGET, ptx: str = PTX_VERSION, runs: int = 8) -> list[Probe]:
     out = []
     for f in _base_forms("wmma.mma", target, ptx):
         for clayout in ("row", "col"):
             parts = _mma_parts(f, clayout)
             views = {k: wmem.memory_view(v) for k, v in parts.items()}
-            nbytes = {k: _round_up(v.footprint_elements() * v.elem_bits // 8, 256) for k, v in views.items()}
+            strides = {k: safe_stride(v) for k, v in views.items()}
+            nbytes = {k: _round_up(v.footprint_elements(strides[k]) * v.elem_bits // 8, 256) for k, v in views.items()}
             name = _kname("wp", len(out))
-            p = Probe("pipeline", name, f.opcode, "", "global", 0, False, runs, 0, extra={
-                "loads": {k: parts[k].opcode for k in "abc"}, "store": parts["d"].opcode, "clayout": clayout,
-                "bytes": nbytes})
+            p = Probe("pipeline", name, f.opcode, "", "global", 0, any(strides[k] != views[k].default_stride for k in strides),
+                      runs, 0, extra={"loads": {k: parts[k].opcode for k in "abc"}, "store": parts["d"].opcode,
+                                      "clayout": clayout, "bytes": nbytes, "strides": strides})
             regs = ptxtext.reg_names(f)
             body = list(ptxtext.declarations(f)) + [
-                ".reg .b64 %pa, %pb, %pc, %pd, %t64;", ".reg .b32 %run;", "mov.u32 %run, %ctaid.x;"]
+                ".reg .b64 %pa, %pb, %pc, %pd, %t64;", ".reg .b32 %run, %sa, %sb, %sc, %sd;", "mov.u32 %run, %ctaid.x;"]
             for k, reg in (("a", "%pa"), ("b", "%pb"), ("c", "%pc"), ("d", "%pd")):
                 body += [f"ld.param.u64 {reg}, [p_{k}];", f"mul.wide.u32 %t64, %run, {nbytes[k]};",
-                         f"add.u64 {reg}, {reg}, %t64;"]
+                         f"add.u64 {reg}, {reg}, %t64;", f"mov.u32 %s{k}, {strides[k]};"]
+            # the stride operand is passed only where the default stride is not used
+            imm = {k: ptxtext.Immediates(stride=strides[k] != views[k].default_stride) for k in strides}
             for k in "abc":
-                body.append(ptxtext.instruction(parts[k], regs={"r": regs[k]}, address=f"%p{k}"))
+                body.append(ptxtext.instruction(parts[k], imm[k], regs={"r": regs[k]}, address=f"%p{k}", stride=f"%s{k}"))
             body.append(ptxtext.instruction(f))
-            body.append(ptxtext.instruction(parts["d"], regs={"r": regs["d"]}, address="%pd"))
+            body.append(ptxtext.instruction(parts["d"], imm["d"], regs={"r": regs["d"]}, address="%pd", stride="%sd"))
             body.append("ret;")
             p.ptx = (f".visible .entry {name}(.param .u64 p_a, .param .u64 p_b, .param .u64 p_c, .param .u64 p_d)\n{{\n"
                      + "\n".join("  " + b for b in body) + "\n}\n")
@@ -460,7 +472,8 @@ def _inverse_index(view: wmem.MemoryView, stride: int) -> dict[int, tuple[int, i
 def _map_meta(p: Probe, view: wmem.MemoryView) -> dict:
     return {"id": f"sm90.{p.kind}.{p.opcode}.{p.variant}.{p.window}", "opcode": p.opcode, "kind": p.kind,
             "variant": f"{p.variant}/{p.window}", "space": p.extra["space"], "pointer_window": p.window,
-            "stride": p.stride, "stride_operand": p.stride_operand, "shape": view.form.shape, "matrix": view.matrix,
+            "stride": p.stride, "stride_operand": p.stride_operand, "legal_under": p.extra.get("legal_under"),
+            "shape": view.form.shape, "matrix": view.matrix,
             "type": view.etype, "layout": view.layout, "rows": view.rows, "cols": view.cols,
             "elements": view.regs * view.elems_per_reg, "elems_per_reg": view.elems_per_reg, "regs": view.regs}
 
@@ -577,22 +590,22 @@ def random_elements(etype: str, shape: tuple, rng: np.random.Generator, mode: st
     return raw.astype(utype).reshape(shape)
 
 
-def _matrix_to_memory(view: wmem.MemoryView, mat: np.ndarray, nbytes: int) -> np.ndarray:
-    """[rows, cols] raw encodings -> memory image at the default stride (spec addresses)."""
-    n = view.footprint_elements()
+def _matrix_to_memory(view: wmem.MemoryView, mat: np.ndarray, nbytes: int, stride: int) -> np.ndarray:
+    """[rows, cols] raw encodings -> memory image at `stride` (spec addresses; padding zero)."""
+    n = view.footprint_elements(stride)
     flat = np.zeros(n, np.uint64)
     for r in range(view.rows):
         for c in range(view.cols):
-            flat[int(view.index(r, c, view.default_stride))] = int(mat[r, c])
+            flat[int(view.index(r, c, stride))] = int(mat[r, c])
     return pack(flat, view.elem_bits, nbytes)
 
 
-def _memory_to_matrix(view: wmem.MemoryView, mem: np.ndarray) -> np.ndarray:
-    flat = unpack(mem, view.elem_bits, view.footprint_elements())
+def _memory_to_matrix(view: wmem.MemoryView, mem: np.ndarray, stride: int) -> np.ndarray:
+    flat = unpack(mem, view.elem_bits, view.footprint_elements(stride))
     out = np.zeros((view.rows, view.cols), np.uint64)
     for r in range(view.rows):
         for c in range(view.cols):
-            out[r, c] = flat[int(view.index(r, c, view.default_stride))]
+            out[r, c] = flat[int(view.index(r, c, stride))]
     return out
 
 
@@ -608,7 +621,7 @@ def pipeline_inputs(p: Probe, seed: int) -> dict[str, np.ndarray]:
         ms = [random_elements(v.etype, (v.rows, v.cols), rng, "values" if r < p.runs // 2 else "bits")
               for r in range(p.runs)]
         mats[k] = np.stack(ms).astype(_raw_dtype(v.etype))
-        mems[k] = np.concatenate([_matrix_to_memory(v, m, x["bytes"][k]) for m in ms])
+        mems[k] = np.concatenate([_matrix_to_memory(v, m, x["bytes"][k], x["strides"][k]) for m in ms])
     mems["d"] = np.zeros(p.runs * x["bytes"]["d"], np.uint8)
     return {"A": mats["a"], "B": mats["b"], "C": mats["c"], "mem_a": mems["a"], "mem_b": mems["b"],
             "mem_c": mems["c"], "mem_d": mems["d"]}
@@ -617,7 +630,8 @@ def pipeline_inputs(p: Probe, seed: int) -> dict[str, np.ndarray]:
 def pipeline_output(p: Probe, mem_d: np.ndarray) -> np.ndarray:
     v = wmem.memory_view(p.extra["store"])
     nb = p.extra["bytes"]["d"]
-    return np.stack([_memory_to_matrix(v, mem_d[r * nb:(r + 1) * nb]) for r in range(p.runs)]).astype(_raw_dtype(v.etype))
+    return np.stack([_memory_to_matrix(v, mem_d[r * nb:(r + 1) * nb], p.extra["strides"]["d"])
+                     for r in range(p.runs)]).astype(_raw_dtype(v.etype))
 
 
 # ----------------------------------------------------------------------------------
@@ -708,8 +722,12 @@ def run_wmma_probes(out_dir: str | os.PathLike, *, device: int = 0, seed: int = 
                     with_pipeline: bool = True, only=None) -> list[Path]:
     """Run every probe on the GPU; write raw data, decoded maps and pipeline data to out_dir.
 
-    Returns the paths written.  Needs CuPy and a CUDA GPU (``backend`` replaces them in tests;
-    ``only(probe) -> bool`` selects a subset).
+    Phases, each saved before the next starts (a faulting kernel leaves a dead CUDA context,
+    so what may fault runs last): (1) load and store probes legal under both readings of
+    'fragment size'; (2) the pipeline; (3) the probes legal only under the 'elements'
+    reading (the default stride of .f16 m8n32k16 A .col / m32n8k16 B .row).
+    Returns the paths written.  Needs CuPy and a CUDA GPU (``backend`` replaces them in
+    tests; ``only(probe) -> bool`` selects a subset).
     """
     log = log or (lambda s: print(s, file=sys.stderr))
     out = Path(out_dir)
@@ -717,52 +735,54 @@ def run_wmma_probes(out_dir: str | os.PathLike, *, device: int = 0, seed: int = 
     t0 = time.time()
     backend = backend or CupyBackend(device)
     info = dict(getattr(backend, "info", {}))
-    loads, stores = memory_probes("load", target, ptx), memory_probes("store", target, ptx)
+    mems = memory_probes("load", target, ptx) + memory_probes("store", target, ptx)
     pipes = pipeline_probes(target, ptx, pipeline_runs) if with_pipeline else []
     if only is not None:
-        loads, stores, pipes = ([p for p in ps if only(p)] for ps in (loads, stores, pipes))
-    log(f"{len(loads)} load, {len(stores)} store, {len(pipes)} pipeline kernels on {info.get('name', backend)}")
+        mems, pipes = [p for p in mems if only(p)], [p for p in pipes if only(p)]
+    safe = [p for p in mems if all(p.extra["legal_under"].values())]
+    risky = [p for p in mems if not all(p.extra["legal_under"].values())]
+    log(f"{len(safe)} load/store probes, {len(pipes)} pipeline kernels, then {len(risky)} probes legal under one "
+        f"reading only; device {info.get('name', backend)}")
     raw: dict[str, np.ndarray] = {}
-    res_l, err_l = _execute(backend, loads, _load_inputs_of, log)
-    for name, r in res_l.items():
-        raw[name] = r["dump"]
-    res_s, err_s = _execute(backend, stores, _load_inputs_of, log)
-    for name, r in res_s.items():
-        raw[name] = r["mem"]
-    paths = []
+    errors: dict[str, str] = {}
     manifest = {"meta": {"device": info, "target": target, "ptx": ptx, "memory_packing": MEMORY_PACKING,
                          "pre_bytes": PRE_BYTES, "seed": seed, "time_s": None,
                          "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
-                "probes": [p.manifest() for p in loads + stores], "errors": {**err_l, **err_s}}
-    np.savez_compressed(out / "wmma_probe_raw.npz", **raw)
-    paths.append(out / "wmma_probe_raw.npz")
-    # pipeline
-    if not pipes:
+                "probes": [p.manifest() for p in safe + risky], "errors": errors}
+
+    def save_memory_phase(res: dict, err: dict) -> None:
+        for name, r in res.items():
+            raw[name] = r["dump"] if "dump" in r else r["mem"]
+        errors.update(err)
+        np.savez_compressed(out / "wmma_probe_raw.npz", **raw)
         manifest["meta"]["time_s"] = round(time.time() - t0, 2)
         (out / "wmma_probe_manifest.json").write_text(json.dumps(manifest, indent=1))
-        return paths + [out / "wmma_probe_manifest.json", decode_dir(out)]
-    pin = {p.name: pipeline_inputs(p, seed + i) for i, p in enumerate(pipes)}
-    res_p, err_p = _execute(backend, pipes, lambda p: pin[p.name], log)
-    arrays: dict[str, np.ndarray] = {}
-    entries = []
-    for p in pipes:
-        e = {"kernel": p.name, "opcode": p.opcode, "loads": p.extra["loads"], "store": p.extra["store"],
-             "runs": p.runs, "modes": ["values"] * (p.runs // 2) + ["bits"] * (p.runs - p.runs // 2),
-             "error": err_p.get(p.name)}
-        for k in ("A", "B", "C"):
-            arrays[f"{p.name}.{k}"] = pin[p.name][k]
-        if p.name in res_p:
-            arrays[f"{p.name}.D"] = pipeline_output(p, res_p[p.name]["mem_d"])
-        entries.append(e)
-    np.savez_compressed(out / "wmma_pipeline.npz", **arrays)
-    (out / "wmma_pipeline.json").write_text(json.dumps(
-        {"meta": dict(manifest["meta"], seed=seed),
-         "how_to_check": "for each entry: formal.evaluate.evaluate_matrices(opcode, A, B, C) == D (raw encodings, "
-                         "arrays '<kernel>.A' etc. in wmma_pipeline.npz)", "entries": entries}, indent=1))
-    paths += [out / "wmma_pipeline.npz", out / "wmma_pipeline.json"]
-    manifest["meta"]["time_s"] = round(time.time() - t0, 2)
-    (out / "wmma_probe_manifest.json").write_text(json.dumps(manifest, indent=1))
-    paths.append(out / "wmma_probe_manifest.json")
+
+    save_memory_phase(*_execute(backend, safe, _load_inputs_of, log))
+    paths = [out / "wmma_probe_raw.npz", out / "wmma_probe_manifest.json"]
+    if pipes:
+        pin = {p.name: pipeline_inputs(p, seed + i) for i, p in enumerate(pipes)}
+        res_p, err_p = _execute(backend, pipes, lambda p: pin[p.name], log)
+        arrays: dict[str, np.ndarray] = {}
+        entries = []
+        for p in pipes:
+            e = {"kernel": p.name, "opcode": p.opcode, "loads": p.extra["loads"], "store": p.extra["store"],
+                 "strides": p.extra["strides"], "runs": p.runs,
+                 "modes": ["values"] * (p.runs // 2) + ["bits"] * (p.runs - p.runs // 2), "error": err_p.get(p.name)}
+            for k in ("A", "B", "C"):
+                arrays[f"{p.name}.{k}"] = pin[p.name][k]
+            if p.name in res_p:
+                arrays[f"{p.name}.D"] = pipeline_output(p, res_p[p.name]["mem_d"])
+            entries.append(e)
+        np.savez_compressed(out / "wmma_pipeline.npz", **arrays)
+        (out / "wmma_pipeline.json").write_text(json.dumps(
+            {"meta": dict(manifest["meta"], seed=seed),
+             "how_to_check": "for each entry: formal.evaluate.evaluate_matrices(opcode, A, B, C) == D (raw element "
+                             "encodings; arrays '<kernel>.A', '.B', '.C', '.D' in wmma_pipeline.npz)",
+             "entries": entries}, indent=1))
+        paths += [out / "wmma_pipeline.npz", out / "wmma_pipeline.json"]
+    if risky:
+        save_memory_phase(*_execute(backend, risky, _load_inputs_of, log))
     paths.append(decode_dir(out))
     log(f"done in {time.time() - t0:.1f}s: {', '.join(str(p) for p in paths)}")
     return paths
@@ -845,8 +865,8 @@ class SimulatedBackend:
             out = np.zeros(p.runs * nd, np.uint8)
             if vc.etype == vd.etype:
                 for r in range(p.runs):
-                    m = _memory_to_matrix(vc, inputs["mem_c"][r * nb:(r + 1) * nb])
-                    out[r * nd:(r + 1) * nd] = _matrix_to_memory(vd, m, nd)
+                    m = _memory_to_matrix(vc, inputs["mem_c"][r * nb:(r + 1) * nb], p.extra["strides"]["c"])
+                    out[r * nd:(r + 1) * nd] = _matrix_to_memory(vd, m, nd, p.extra["strides"]["d"])
             return {"mem_d": out}
         view = wmem.memory_view(p.opcode)
         x = p.extra

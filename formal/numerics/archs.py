@@ -38,7 +38,7 @@ SM80_F16 = SM80_F32.but(minexp=-20, rounding="rn", nan_bits=0x7FFF,
 SM80_TF32 = SM80_F32.but(n=4, evidence="HIGH F/RZ, n=4 ([KM25] A100 tf32 data); input truncation MED")
 SM80_PATHS = {"f16.f32": SM80_F32, "bf16.f32": SM80_F32, "f16.f16": SM80_F16, "tf32.f32": SM80_TF32,
               "f64": F64_CHAIN.but(evidence="HIGH FMA semantics ([FHMP21] A100 binary64: RN, no extra bits); "
-                                            "order MED-LOW"),
+                                            "order and the NaN rule carried over from H100 silicon (MED-LOW)"),
               "int": INTEGER, "b1": POPC}
 SM80 = ArchModel(
     name="sm_80",

@@ -287,115 +287,149 @@ def f64_nan_select(p: FmaChain, r, ops: dict):
     return out
 
 
-def fma_f64_codes(a, b, c, mode="rn", nan_code=None):
-    """Correctly rounded binary64 fma on encodings (uint64 arrays that broadcast together).
+def _two_prod(x, y):
+    """Dekker: x*y = ph + pl exactly (no overflow, pl not below the normal range)."""
+    sx = 134217729.0 * x
+    xh = sx - (sx - x)
+    xl = x - xh
+    sy = 134217729.0 * y
+    yh = sy - (sy - y)
+    yl = y - yh
+    ph = x * y
+    return ph, ((xh * yh - ph) + xh * yl + xl * yh) + xl * yl
 
-    Fast path in float64 arithmetic (error-free transformations, no Python integers):
-    significands m in [1/2, 1) from ``frexp``; Dekker's exact product
-    ``ma*mb = ph + pl``; both addends scaled to the larger one's exponent (an addend
-    more than 2**150 below the other is only a sticky bit: it is replaced by
-    +-2**-160, which changes no rounding); ``s1 + e1 = ph + c`` and ``s2 + e2 = e1 + pl``
-    exactly (TwoSum); ``v`` = s2 + e2 rounded to odd; the result is ``s1 + v`` rounded
-    once in ``mode`` (the emulated FMA of Boldo & Melquiond, IEEE TC 2008; the directed
-    modes use TwoSum's error of that last add).  Results whose exponent falls in or
-    next to the subnormal range take the exact :func:`fma_f64` (Python integers), as do
-    none of the others; NaN / Inf inputs are classified directly.  Tests compare this
-    with :func:`fma_f64` and the Fraction reference on every rounding mode.
-    """
-    a, b, c = np.broadcast_arrays(np.asarray(a, np.uint64), np.asarray(b, np.uint64), np.asarray(c, np.uint64))
-    shape = a.shape
-    a, b, c = (np.ascontiguousarray(x).reshape(-1) for x in (a, b, c))
-    fa, fb, fc = a.view(np.float64), b.view(np.float64), c.view(np.float64)
-    out = np.empty(a.shape, np.uint64)
-    with np.errstate(all="ignore"):
-        fin = np.isfinite(fa) & np.isfinite(fb) & np.isfinite(fc)
-        # ---- NaN / Inf inputs: the IEEE outcome without arithmetic
-        if not np.all(fin):
-            sp = ~fin
-            xa, xb, xc = fa[sp], fb[sp], fc[sp]
-            anynan = np.isnan(xa) | np.isnan(xb) | np.isnan(xc)
-            inv_mul = (np.isinf(xa) & (xb == 0)) | (np.isinf(xb) & (xa == 0))
-            pinf = (np.isinf(xa) | np.isinf(xb)) & ~inv_mul & ~anynan
-            psign = np.signbit(xa) ^ np.signbit(xb)
-            cinf = np.isinf(xc)
-            nan = anynan | inv_mul | (pinf & cinf & (psign != np.signbit(xc)))
-            neg = np.where(pinf, psign, np.signbit(xc))
-            r = np.where(neg, np.uint64(0xFFF0000000000000), np.uint64(0x7FF0000000000000))
-            out[sp] = np.where(nan, np.uint64(nan_code if nan_code is not None else 0x7FFFFFFFFFFFFFFF), r)
-        idx = np.flatnonzero(fin)
-        fa, fb, fc = fa[idx], fb[idx], fc[idx]
-        ma, ea = np.frexp(fa)
-        mb, eb = np.frexp(fb)
-        mc, ec = np.frexp(fc)
-        pzero = (fa == 0) | (fb == 0)
-        czero = fc == 0
-        ep = (ea + eb).astype(np.int64)
-        ec = ec.astype(np.int64)
-        # Dekker: ma*mb = ph + pl exactly (|ma|, |mb| in [1/2, 1): no overflow or underflow)
-        sa = 134217729.0 * ma
-        ah = sa - (sa - ma)
-        al = ma - ah
-        sb = 134217729.0 * mb
-        bh = sb - (sb - mb)
-        bl = mb - bh
-        ph = ma * mb
-        pl = ((ah * bh - ph) + ah * bl + al * bh) + al * bl
-        E = np.where(pzero, ec, np.where(czero, ep, np.maximum(ep, ec)))
-        dp = ep - E
-        dc = ec - E
-        tiny = 2.0 ** -160
-        ph_s = np.where(dp < -150, np.copysign(tiny, ph), np.ldexp(ph, np.maximum(dp, -150)))
-        pl_s = np.where(dp < -150, 0.0, np.ldexp(pl, np.maximum(dp, -150)))
-        cs = np.where(dc < -150, np.copysign(tiny, mc), np.ldexp(mc, np.maximum(dc, -150)))
-        ph_s = np.where(pzero, 0.0, ph_s)
-        pl_s = np.where(pzero, 0.0, pl_s)
-        cs = np.where(czero, 0.0, cs)
-        # exact S = s1 + s2 + e2
-        s1 = ph_s + cs
-        t = s1 - ph_s
-        e1 = (ph_s - (s1 - t)) + (cs - t)
-        s2 = e1 + pl_s
-        t = s2 - e1
-        e2 = (e1 - (s2 - t)) + (pl_s - t)
-        odd = (s2.view(np.uint64) & np.uint64(1)) != 0
-        v = np.where((e2 != 0) & ~odd, np.nextafter(s2, np.where(e2 > 0, np.inf, -np.inf)), s2)
-        z = s1 + v
+
+def _round_sum3(ph, pl, c, mode):
+    """ph + pl + c (exact doubles; ph + pl an exact product) rounded once to binary64 in
+    ``mode``, with an unbounded exponent: s1 + e1 = ph + c and s2 + e2 = e1 + pl exactly
+    (TwoSum); v = s2 + e2 rounded to odd; result = s1 + v rounded in ``mode`` (the
+    emulated FMA of Boldo & Melquiond, IEEE TC 2008; directed modes step by one ulp
+    using TwoSum's error of the last add).  Returns (z, exact_zero)."""
+    s1 = ph + c
+    t = s1 - ph
+    e1 = (ph - (s1 - t)) + (c - t)
+    s2 = e1 + pl
+    t = s2 - e1
+    e2 = (e1 - (s2 - t)) + (pl - t)
+    even = (s2.view(np.uint64) & np.uint64(1)) == 0
+    v = np.where((e2 != 0) & even, np.nextafter(s2, np.where(e2 > 0, np.inf, -np.inf)), s2)
+    z = s1 + v
+    if mode != "rn":
         t = z - s1
         err = (s1 - (z - t)) + (v - t)
         if mode == "rz":
-            step = (err != 0) & (np.signbit(err) != np.signbit(z))
-            z = np.where(step, np.nextafter(z, 0.0), z)
+            z = np.where((err != 0) & (np.signbit(err) != np.signbit(z)), np.nextafter(z, 0.0), z)
         elif mode == "rm":
             z = np.where(err < 0, np.nextafter(z, -np.inf), z)
         elif mode == "rp":
             z = np.where(err > 0, np.nextafter(z, np.inf), z)
-        elif mode != "rn":
+        else:
             raise ValueError(f"rounding mode {mode!r}")
-        mz, ez = np.frexp(z)
-        et = ez.astype(np.int64) + E          # result = mz * 2**et, mz in [1/2, 1)
-        res = np.ldexp(z, np.clip(E, -2000, 2000))
-        neg = np.signbit(z)
-        # overflow (after rounding, unbounded exponent): Inf or the largest finite per mode
-        big = et > 1024
-        to_max = (mode == "rz") | ((mode == "rm") & ~neg) | ((mode == "rp") & neg)
-        res = np.where(big, np.where(to_max, np.copysign(np.finfo(np.float64).max, z), np.copysign(np.inf, z)),
-                       res)
-        # exact zero sum: both zero -> IEEE sign rule; a cancellation -> +0 (-0 in rm)
-        zsum = z == 0
-        pneg = np.signbit(fa) ^ np.signbit(fb)
-        cneg = np.signbit(fc)
-        both = pzero & czero
-        zneg = np.where(both, np.where(pneg == cneg, pneg, mode == "rm"), mode == "rm")
-        res = np.where(zsum, np.where(zneg, -0.0, 0.0), res)
-        # a zero product: the result is c itself (also when c is subnormal)
-        res = np.where(pzero & ~czero, fc, res)
-        code = res.view(np.uint64)
-        slow = (et <= -1021) & ~zsum & ~(pzero & ~czero)
-        out[idx] = code
-        if np.any(slow):
-            j = idx[slow]
-            out[j] = fma_f64(decode(a[j], "f64"), decode(b[j], "f64"), decode(c[j], "f64"), mode, nan_code)
+    return z, z == 0
+
+
+def _zero_fix(z, zsum, fa, fb, fc, mode):
+    """Signs of exact-zero results (IEEE 754 §6.3) and zero products (result = c)."""
+    pzero = (fa == 0) | (fb == 0)
+    czero = fc == 0
+    pneg = np.signbit(fa) ^ np.signbit(fb)
+    rm = mode == "rm"
+    zneg = np.where(pzero & czero, np.where(pneg == np.signbit(fc), pneg, rm), rm)
+    z = np.where(zsum, np.where(zneg, -0.0, 0.0), z)
+    return np.where(pzero & ~czero, fc, z)
+
+
+#: exponent-field window of the direct path: |a|, |b| in [2**-450, 2**451), |c| < 2**901
+_DIRECT_AB = 450
+_DIRECT_C = 900
+
+
+def fma_f64_codes(a, b, c, mode="rn", nan_code=None):
+    """Correctly rounded binary64 fma on encodings (uint64 arrays that broadcast together).
+
+    Three tiers, all exact (tests compare them with :func:`fma_f64` and the Fraction
+    reference in every rounding mode):
+
+    * direct: |a|, |b| in [2**-450, 2**451) and |c| < 2**901 -- Dekker's exact product
+      and :func:`_round_sum3` on the numbers themselves (no overflow, nothing below
+      the normal range: every partial error is a multiple of 2**-1008);
+    * scaled: other finite inputs -- significands in [1/2, 1) (``frexp``), both addends
+      scaled to the larger one's exponent (an addend more than 2**150 below the other
+      only acts as a sticky bit and is replaced by +-2**-160), :func:`_round_sum3`,
+      then overflow to Inf or the largest finite number per mode;
+    * exact: results below 2**-1020 (near or in the subnormal range) -- :func:`fma_f64`
+      with Python integers.
+
+    NaN / Inf inputs are classified directly (NaN results are ``nan_code``).
+    """
+    a, b, c = np.broadcast_arrays(np.asarray(a, np.uint64), np.asarray(b, np.uint64), np.asarray(c, np.uint64))
+    shape = a.shape
+    a, b, c = (np.ascontiguousarray(x).reshape(-1) for x in (a, b, c))
+    out = np.empty(a.shape, np.uint64)
+    ex = lambda x: ((x >> np.uint64(52)) & np.uint64(0x7FF)).astype(np.int64) - 1023  # noqa: E731
+    xa, xb, xc = ex(a), ex(b), ex(c)
+    direct = ((np.abs(xa) <= _DIRECT_AB) & (np.abs(xb) <= _DIRECT_AB) & (np.abs(xc) <= _DIRECT_C))
+    direct |= (np.abs(xa) <= _DIRECT_AB) & (np.abs(xb) <= _DIRECT_AB) & ((c << np.uint64(1)) == 0)  # c = +-0
+    fin = (xa < 1024) & (xb < 1024) & (xc < 1024)
+    slow = np.zeros(a.shape, bool)
+    with np.errstate(all="ignore"):
+        if np.any(direct):
+            i = np.flatnonzero(direct)
+            fa, fb, fc = a[i].view(np.float64), b[i].view(np.float64), c[i].view(np.float64)
+            ph, pl = _two_prod(fa, fb)
+            z, zsum = _round_sum3(ph, pl, fc, mode)
+            z = _zero_fix(z, zsum, fa, fb, fc, mode)
+            out[i] = z.view(np.uint64)
+            slow[i] = (np.abs(z) < 2.0 ** -1020) & ~zsum & (fa != 0) & (fb != 0)
+        scaled = fin & ~direct
+        if np.any(scaled):
+            i = np.flatnonzero(scaled)
+            out[i], sl = _fma_scaled(a[i].view(np.float64), b[i].view(np.float64), c[i].view(np.float64), mode)
+            slow[i] = sl
+        if not np.all(fin):      # NaN / Inf inputs: the IEEE outcome without arithmetic
+            i = np.flatnonzero(~fin)
+            fa, fb, fc = a[i].view(np.float64), b[i].view(np.float64), c[i].view(np.float64)
+            anynan = np.isnan(fa) | np.isnan(fb) | np.isnan(fc)
+            inv_mul = (np.isinf(fa) & (fb == 0)) | (np.isinf(fb) & (fa == 0))
+            pinf = (np.isinf(fa) | np.isinf(fb)) & ~inv_mul & ~anynan
+            psign = np.signbit(fa) ^ np.signbit(fb)
+            nan = anynan | inv_mul | (pinf & np.isinf(fc) & (psign != np.signbit(fc)))
+            neg = np.where(pinf, psign, np.signbit(fc))
+            r = np.where(neg, np.uint64(0xFFF0000000000000), np.uint64(0x7FF0000000000000))
+            out[i] = np.where(nan, np.uint64(nan_code if nan_code is not None else 0x7FFFFFFFFFFFFFFF), r)
+    if np.any(slow):
+        j = np.flatnonzero(slow)
+        out[j] = fma_f64(decode(a[j], "f64"), decode(b[j], "f64"), decode(c[j], "f64"), mode, nan_code)
     return out.reshape(shape)
+
+
+def _fma_scaled(fa, fb, fc, mode):
+    """The scaled tier of :func:`fma_f64_codes` (finite inputs): (codes, needs-exact mask)."""
+    ma, ea = np.frexp(fa)
+    mb, eb = np.frexp(fb)
+    mc, ec = np.frexp(fc)
+    pzero = (fa == 0) | (fb == 0)
+    czero = fc == 0
+    ep = (ea + eb).astype(np.int64)
+    ec = ec.astype(np.int64)
+    ph, pl = _two_prod(ma, mb)   # |ma|, |mb| in [1/2, 1): exact
+    E = np.where(pzero, ec, np.where(czero, ep, np.maximum(ep, ec)))
+    dp = ep - E
+    dc = ec - E
+    tiny = 2.0 ** -160
+    ph_s = np.where(pzero, 0.0, np.where(dp < -150, np.copysign(tiny, ph), np.ldexp(ph, np.maximum(dp, -150))))
+    pl_s = np.where(pzero | (dp < -150), 0.0, np.ldexp(pl, np.maximum(dp, -150)))
+    cs = np.where(czero, 0.0, np.where(dc < -150, np.copysign(tiny, mc), np.ldexp(mc, np.maximum(dc, -150))))
+    z, zsum = _round_sum3(ph_s, pl_s, cs, mode)
+    et = np.frexp(z)[1].astype(np.int64) + E          # result = m * 2**et, m in [1/2, 1)
+    res = np.ldexp(z, np.clip(E, -2000, 2000))
+    neg = np.signbit(z)
+    to_max = (mode == "rz") | ((mode == "rm") & ~neg) | ((mode == "rp") & neg)
+    res = np.where(et > 1024, np.where(to_max, np.copysign(np.finfo(np.float64).max, z), np.copysign(np.inf, z)),
+                   res)
+    res = _zero_fix(res, zsum, fa, fb, fc, mode)
+    slow = (et <= -1020) & ~zsum & ~pzero
+    return res.view(np.uint64), slow
 
 
 def _run_f64(a, b, c, sa, sb, p: FmaChain, ctx):

@@ -68,4 +68,69 @@ def score(A, B, C, D, models: dict, **kw) -> dict:
     return {name: mismatches(A, B, C, D, arch=m, **kw)[1] for name, m in models.items()}
 
 
-__all__ = ["decide", "mismatches", "score", "Verdict", "PROBES"]
+def sm90_alternatives() -> dict:
+    """Refuted-or-open alternatives of the sm_90 model, per path key: {key: {name: ArchModel}}.
+
+    ``tools/compare_capture.py RUN --hypotheses`` counts, for each, the captured
+    registers it gets wrong (0 = the capture cannot tell it from the model; the
+    evidence strings of :mod:`formal.numerics.sm90` quote these counts for run1).
+    """
+    from .archs import SM90 as S
+    from .params import mod4_groups
+
+    def path(key, **kw):
+        return S.replace_path(key, **kw)
+
+    def emu(key, **kw):
+        return S.with_path(key, S.paths[key].but(**kw))
+
+    def emu_hmma(key, **kw):
+        p = S.paths[key]
+        return S.with_path(key, p.but(hmma=p.hmma.but(**kw)))
+
+    one16 = ((32, mod4_groups(32)), (16, (tuple(range(16)),)))
+    alts = {
+        "f16.f32": {"zero_sign=ieee": path("f16.f32", zero_sign="ieee"), "nan=0x7fc00000": path("f16.f32", nan_bits=0x7FC00000),
+                    "overflow=ieee": path("f16.f32", overflow="ieee"), "minexp=-132": path("f16.f32", minexp=-132),
+                    "minexp=-134": path("f16.f32", minexp=-134), "F=24": path("f16.f32", F=24),
+                    "F=26": path("f16.f32", F=26), "n=8": path("f16.f32", n=8), "rn": path("f16.f32", rounding="rn"),
+                    "unpinned subnormals": path("f16.f32", pin_subnormals=False),
+                    "c after the window": path("f16.f32", c_entry="after"),
+                    "floor truncation": path("f16.f32", truncation="floor")},
+        "bf16.f32": {"zero_sign=ieee": path("bf16.f32", zero_sign="ieee"),
+                     "nan=0x7fc00000": path("bf16.f32", nan_bits=0x7FC00000),
+                     "overflow=ieee": path("bf16.f32", overflow="ieee"), "minexp=-132": path("bf16.f32", minexp=-132),
+                     "minexp=-134": path("bf16.f32", minexp=-134),
+                     "unpinned subnormals": path("bf16.f32", pin_subnormals=False)},
+        "f16.f16": {"zero_sign=ieee": path("f16.f16", zero_sign="ieee"), "nan=0x7e00": path("f16.f16", nan_bits=0x7E00),
+                    "minexp=-20": path("f16.f16", minexp=-20), "minexp=-22": path("f16.f16", minexp=-22),
+                    "overflow=satfinite": path("f16.f16", overflow="satfinite"),
+                    "c pinned at -14": path("f16.f16", c_as_f32=False)},
+        "tf32.f32": {"tf32_nan=keep": path("tf32.f32", tf32_nan="keep"),
+                     "tf32 RN conversion": path("tf32.f32", tf32_conversion="rn"), "n=4": path("tf32.f32", n=4),
+                     "zero_sign=ieee": path("tf32.f32", zero_sign="ieee"),
+                     "nan=0x7fc00000": path("tf32.f32", nan_bits=0x7FC00000)},
+        "f8.f32": {"m16n8k16 one HMMA": emu("f8.f32", groups=one16), "c in the first HMMA": emu("f8.f32", c_add="window"),
+                   "HMMA zero_sign=ieee": emu_hmma("f8.f32", zero_sign="ieee"),
+                   "add nan=0x7fc00000": emu("f8.f32", add_nan_bits=0x7FC00000)},
+        "f8.f16": {"m16n8k16 one HMMA": emu("f8.f16", groups=one16), "c in the first HMMA": emu("f8.f16", c_add="window"),
+                   "add nan=0x7e00": emu("f8.f16", add_nan_bits=0x7E00)},
+        "f16.f32@m8n8k4": {"tensor-core block": S.with_path("f16.f32@m8n8k4", S.paths["f16.f32"]),
+                           "FMUL first": emu("f16.f32@m8n8k4", start="mul"),
+                           "2+2 split": emu("f16.f32@m8n8k4", groups=((0, 1), (2, 3))),
+                           "descending chain": emu("f16.f32@m8n8k4", groups=((3, 2, 1, 0),)),
+                           "nan=0x7fc00000": emu("f16.f32@m8n8k4", nan_bits=0x7FC00000)},
+        "f16.f16@m8n8k4": {"tensor-core block": S.with_path("f16.f16@m8n8k4", S.paths["f16.f16"]),
+                           "one f32 chain": emu("f16.f16@m8n8k4", groups=((0, 1, 2, 3),), start="fma_zero"),
+                           "FFMA(.,.,+0) first": emu("f16.f16@m8n8k4", start="fma_zero"),
+                           "nan=0x7e00": emu("f16.f16@m8n8k4", out_nan_bits=0x7E00)},
+        "f64": {"canonical NaN": path("f64", nan_rule="canonical"), "descending": path("f64", order="descending"),
+                "c last": path("f64", c_first=False), "NaN priority a,b,c": path("f64", nan_priority=("a", "b", "c")),
+                "NaN priority c,b,a": path("f64", nan_priority=("c", "b", "a")),
+                "default NaN 0x7ff8..": path("f64", default_nan=0x7FF8000000000000)},
+        "int": {"per-step saturation": path("int", saturation="per_step")},
+    }
+    return alts
+
+
+__all__ = ["decide", "mismatches", "score", "Verdict", "PROBES", "sm90_alternatives"]

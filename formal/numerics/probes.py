@@ -174,6 +174,7 @@ def _wgmma_like(dtype: str) -> ArchModel:
 SEQ16 = ((32, (tuple(range(16)), tuple(range(16, 32)))), (16, (tuple(range(8)), tuple(range(8, 16)))))
 EVENODD = ((32, (tuple(range(0, 32, 2)), tuple(range(1, 32, 2)))),)
 SPLIT16 = ((16, mod4_groups(16)),)
+ONE16 = ((32, mod4_groups(32)), (16, (tuple(range(16)),)))
 
 F16_F32 = {"shape": "m16n8k16", "atype": "f16", "btype": "f16", "ctype": "f32", "dtype": "f32"}
 F16_K8 = {"shape": "m16n8k8", "atype": "f16", "btype": "f16", "ctype": "f32", "dtype": "f32"}
@@ -188,6 +189,8 @@ E5M2_K32 = {"shape": "m16n8k32", "atype": "e5m2", "btype": "e5m2", "ctype": "f32
 E4M3_K32_F16 = {"shape": "m16n8k32", "atype": "e4m3", "btype": "e4m3", "ctype": "f16", "dtype": "f16"}
 E5M2_K16 = {"shape": "m16n8k16", "atype": "e5m2", "btype": "e5m2", "ctype": "f32", "dtype": "f32"}
 F64_K4 = {"shape": "m8n8k4", "atype": "f64", "btype": "f64", "ctype": "f64", "dtype": "f64"}
+F16_M8 = {"shape": "m8n8k4", "atype": "f16", "btype": "f16", "ctype": "f32", "dtype": "f32"}
+F16_M8H = {"shape": "m8n8k4", "atype": "f16", "btype": "f16", "ctype": "f16", "dtype": "f16"}
 F64_K16 = {"shape": "m16n8k16", "atype": "f64", "btype": "f64", "ctype": "f64", "dtype": "f64"}
 S8_K32 = {"shape": "m16n8k32", "atype": "s8", "btype": "s8", "ctype": "s32", "dtype": "s32"}
 S4_K64 = {"shape": "m16n8k64", "atype": "s4", "btype": "s4", "ctype": "s32", "dtype": "s32"}
@@ -288,10 +291,12 @@ def _probes() -> list[Probe]:
     add(Probe("M3", "emulated fp8: c added last (RN)", E5M2_K32, {0: 1.0, 4: -1.0}, {0: 1.0, 4: 1.0}, p2(-30),
               emu, 0x30800000))
     add(Probe("L3", "emulated fp8 keeps all bits of c", E5M2_K32, {}, {}, 1.0 + p2(-23), emu, 0x3F800001))
-    add(Probe("M16", "fp8 m16n8k16: one HMMA over 16 k, or two", E5M2_K16, {0: 1.0, 1: p2(-12), 2: -1.0},
-              {0: 1.0, 1: p2(-12), 2: 1.0}, 0.0,
-              {"sm_90": SM90, "two HMMAs (k mod 4)": _emu("split16", "f32", groups=SPLIT16),
-               "native fp8 block": _wgmma_like("f32")}, None))
+    add(Probe("M16", "fp8 m16n8k16: two HMMA.1688 over k mod 4 in {0,1} / {2,3}", E5M2_K16,
+              {0: 1.0, 1: p2(-12), 2: -1.0}, {0: 1.0, 1: p2(-12), 2: 1.0}, 0.0,
+              {"sm_90": SM90, "one HMMA over 16 k": _emu("k16 one group", "f32", groups=ONE16),
+               "native fp8 block": _wgmma_like("f32")}, 0x00000000,
+              "k 0,1 in the first HMMA: RZ(1 + 2^-24) = 1 in f32; k 2 in the second: 1 - 1 = 0; "
+              "one 16-k block keeps 2^-24"))
     emu16 = {"sm_90": SM90, "native fp8 block": _wgmma_like("f16"),
              "c in first HMMA": _emu("c in window", "f16", c_add="window"),
              "sequential 16+16": _emu("seq16", "f16", groups=SEQ16)}
@@ -353,6 +358,49 @@ def _probes() -> list[Probe]:
                       ("rp", 0x3FF0000000000001)):
         add(Probe(f"D64{rnd}", f"f64 .{rnd}", dict(F64_K4, rounding=rnd), {0: p2(-60)}, {0: 1.0}, 1.0,
                   {"sm_90": SM90}, bits))
+    # f64 NaN rule (settled by run1's 33,389 NaN outputs; clean single-case confirmations)
+    nanh = {"sm_90": SM90, "canonical NaN": SM90.replace_path("f64", new_name="canonical", nan_rule="canonical"),
+            "a before b": SM90.replace_path("f64", new_name="a,b,c", nan_priority=("a", "b", "c")),
+            "c first": SM90.replace_path("f64", new_name="c,b,a", nan_priority=("c", "b", "a")),
+            "positive default NaN": SM90.replace_path("f64", new_name="+default", default_nan=0x7FF8000000000000)}
+    add(Probe("N64a", "f64 NaN: b's payload beats a's", F64_K4, {0: Bits(0x7FF0000000000123)},
+              {0: Bits(0xFFF8000000000456)}, 0.0, nanh, 0xFFF8000000000456))
+    add(Probe("N64b", "f64 NaN: the accumulator's (c) beats a's; signalling NaN quieted", F64_K4,
+              {0: Bits(0xFFF0000000000001)}, {0: 1.0}, Bits(0x7FF4000000000789), nanh, 0x7FFC000000000789))
+    add(Probe("N64c", "f64 Inf*0: default NaN", F64_K4, {0: Bits(0x7FF0000000000000)}, {0: 0.0}, 1.0, nanh,
+              0xFFF8000000000000))
+    add(Probe("N64d", "f64 +Inf + -Inf: default NaN", F64_K4, {0: Bits(0x7FF0000000000000)}, {0: 1.0},
+              Bits(0xFFF0000000000000), nanh, 0xFFF8000000000000))
+    add(Probe("N64e", "f64: a NaN made at k=0 travels as the accumulator and beats a later a_k NaN", F64_K4,
+              {0: Bits(0x7FF0000000000000), 1: Bits(0x7FF8000000000abc)}, {0: 0.0, 1: 1.0}, 0.0, nanh,
+              0xFFF8000000000000))
+    # zero signs where run1 had no exact zero
+    add(Probe("S2bf", "bf16: all products -0, c = -0", BF16_F32, {k: -1.0 for k in range(16)}, {}, -0.0,
+              {"sm_90": SM90, "IEEE zero signs": _v("bf16.f32", "ieee zeros", zero_sign="ieee")}, 0))
+    add(Probe("S2tf", "tf32: all products -0, c = -0", TF32_K8, {k: -1.0 for k in range(8)}, {}, -0.0,
+              {"sm_90": SM90, "IEEE zero signs": _v("tf32.f32", "ieee zeros", zero_sign="ieee")}, 0))
+    add(Probe("S2h", "f16 accumulator: all products -0, c = -0", F16_F16, {k: -1.0 for k in range(16)}, {}, -0.0,
+              {"sm_90": SM90, "IEEE zero signs": _v("f16.f16", "ieee zeros", zero_sign="ieee")}, 0))
+    add(Probe("S2f64", "f64: -0 products onto c = -0 stay -0 (IEEE FMA)", F64_K4, {k: -1.0 for k in range(4)}, {},
+              -0.0, {"sm_90": SM90, "+0": 0}, 0x8000000000000000))
+    # m8n8k4 .f16 on the FMA pipe: the chain's first step (sign of zero only)
+    m8 = SM90.paths["f16.f32@m8n8k4"]
+    m8h = SM90.paths["f16.f16@m8n8k4"]
+    add(Probe("Z4", "m8n8k4 f32 D: first step FFMA(a, b, +0) (not FMUL): -0 products, c = -0", F16_M8,
+              {k: -1.0 for k in range(4)}, {}, -0.0,
+              {"sm_90": SM90, "FMUL first": SM90.with_path("f16.f32@m8n8k4", m8.but(start="mul"), new_name="mul")},
+              0x00000000))
+    add(Probe("Z4h", "m8n8k4 f16 D: first step FMUL: -0 products, c = -0", F16_M8H,
+              {k: -1.0 for k in range(4)}, {}, -0.0,
+              {"sm_90": SM90, "FFMA(., ., +0) first":
+               SM90.with_path("f16.f16@m8n8k4", m8h.but(start="fma_zero"), new_name="fma0")}, 0x8000))
+    add(Probe("O4", "m8n8k4 f32 D: FFMA chain k = 0..3 (ascending), then + c", F16_M8,
+              {0: p2(-13), 1: 1.0, 2: -1.0}, {0: p2(-12), 1: 1.0, 2: 1.0}, 0.0,
+              {"sm_90": SM90, "tensor-core block": SM90.with_path("f16.f32@m8n8k4", SM90.paths["f16.f32"],
+                                                                  new_name="hmma"),
+               "descending chain": SM90.with_path("f16.f32@m8n8k4", m8.but(groups=((3, 2, 1, 0),)),
+                                                  new_name="desc")}, 0x00000000,
+              "2^-25, then RN(2^-25 + 1) = 1, then 1 - 1 = +0; descending or one block keep 2^-25"))
     return P
 
 

@@ -12,18 +12,22 @@ Per instruction (numerics.md §3):
     BLOCK(n=16, F=25, minexp=-133, RZ, 23 fraction bits); m16n8k8 is one 8-term block.
 f16 -> f16
     BLOCK(n=16, F=25, minexp=-21, RNE, 10 fraction bits); c is read as an f32.
-m8n8k4 with .ctype f16 / .dtype f32
-    the f16 -> f32 block with the f16 c widened exactly (LOW: untested).
+m8n8k4 .f16 (all layouts and c/d types): *not on the tensor core* -- ptxas emits FP32
+    FMA-pipe code (:class:`~formal.numerics.params.FmaPipe`).  f32 D: one FFMA chain
+    k = 0..3 from +0, then FADD c; f16 D: (FMUL+FFMA over k 0,1), (FMUL+FFMA over k 2,3),
+    FADD c + first, FADD + second, F2FP round to nearest even.  Silicon + SASS.
 tf32 -> f32 (m16n8k4, m16n8k8)
     drop the low 13 bits of each f32 operand, then BLOCK(n=8, F=25, -133, RZ, 23).
 e4m3 / e5m2 (m16n8k16, m16n8k32): *software emulation* by ptxas [CUT1986]
-    1. every element converted exactly to f16;
+    1. every element converted exactly to f16 (F2FP.F16.E4M3/E5M2.UNPACK_B);
     2. d1 = HMMA over {k : k mod 4 in {0, 1}} with C = 0;
     3. d2 = HMMA over {k : k mod 4 in {2, 3}} with C = d1;
-    4. D = d2 + c, one IEEE add rounded to nearest even (FADD/HADD): c is never truncated.
-    (m16n8k16: one HMMA over all 16 k: LOW, a guess from the register layout.)
+    4. D = d2 + c, one IEEE add rounded to nearest even (FADD/HADD2): c is never truncated.
+    m16n8k32 uses HMMA.16816 (16-term blocks), m16n8k16 HMMA.1688 (8-term blocks).
 f64 (DMMA; m8n8k4, m16n8k4/8/16)
-    a chain of correctly rounded f64 FMAs, c first, k ascending (order MED-LOW).
+    a chain of correctly rounded f64 FMAs, c first, k ascending, in the instruction's
+    rounding mode; NaN: per step the b operand's NaN, else the accumulator's, else a's,
+    quieted (payload and sign kept); an invalid step gives 0xFFF8000000000000.
 s8/u8/s4/u4 -> s32
     exact; wrap mod 2**32, or clamp the exact final sum with .satfinite.
 b1
@@ -44,31 +48,38 @@ HMMA_F32 = BlockFMA(
     rounding="rz",     # HIGH: final normalisation truncates ([FHMP21], [KM25])
     out_frac=None,     # 23: full f32
     overflow="inf",    # MED: [KM25]'s exceptional-case script asserts Inf (probes H1/H2)
-    nan_bits=0x7FFFFFFF,   # LOW-MED: canonical NaN assumed (probe S1)
-    zero_sign="positive",  # LOW: [KM25] model returns +0 (probe S2)
+    nan_bits=0x7FFFFFFF,   # HIGH: silicon (H100 run1: all 42,651 f16 / 22,314 bf16 NaN outputs are 0x7FFFFFFF)
+    zero_sign="positive",  # LOW: [KM25] model returns +0; run1 has no exact-zero sum (probe S2)
     pin_subnormals=True,   # HIGH that subnormals are supported, pinning MED (probe R)
     c_as_f32=True,
     truncation="magnitude",  # HIGH: floor variant fails 340-408/2000 vectors
     normalise_products=False,  # HIGH: normalised variant fails 159/2000
     c_entry="window",      # HIGH: late-c fails 89/2000
     subnormal_output="gradual",
-    evidence="HIGH (n, F, RZ, truncation, c in window: [KM25] H100/H200 data reproduced bit-exactly, "
-             "NOTES §2.2; [dfyz] wgmma bf16); MED: minexp for f16, overflow->Inf; LOW: NaN bits, zero sign",
+    evidence="HIGH: silicon (H100 run1, 2304 warps each of f16 and bf16, 14 forms incl. sparse, 6 regimes, "
+             "bit-exact; refutes F=24/26, n=8, RNE, floor truncation, late c, normalised/unpinned subnormals, "
+             "NaN 0x7FC00000, and for bf16 IEEE RZ overflow) and [KM25] H100/H200 data (NOTES §2.2); "
+             "minexp (-132/-133/-134 agree on all run1 data) MED, probes G*; zero sign LOW (no exact zero "
+             "in run1; probes S2)",
 )
 
 HMMA_F16 = HMMA_F32.but(
     minexp=-21,        # MED: regularity minexp = emin_out - 5 - neab ([KM25] model); probe
     rounding="rn",     # HIGH: f16 accumulators round to nearest even ([KM25] data)
-    nan_bits=0x7FFF,   # LOW: canonical f16 NaN assumed
-    evidence="HIGH (n, F, RNE: [KM25] H100 mma.sync f16 data); MED minexp; LOW NaN bits, zero sign, "
-             "subnormal f16 c read at its true exponent",
+    nan_bits=0x7FFF,   # HIGH: silicon (H100 run1: all 43,199 NaN outputs are 0x7FFF)
+    evidence="HIGH: silicon (H100 run1, 2304 warps, 14 forms, bit-exact; refutes NaN 0x7E00 and "
+             "saturating overflow) and [KM25] H100 f16 data; minexp (-20/-21/-22 agree on run1) and the "
+             "subnormal f16 c MED (probes G16*, R16); zero sign LOW (no exact zero in run1; probes S2)",
 )
 
 TF32_F32 = HMMA_F32.but(
     n=8,               # MED: published vectors have 4 products (probe D with k up to 7)
-    tf32_conversion="truncate",  # HIGH for wgmma (PTX text), MED for mma.sync ([KM25] models RZ); probe K1
-    tf32_nan="blind",  # LOW: a NaN whose payload is only in the dropped bits becomes Inf (probe K2)
-    evidence="HIGH F/RZ ([KM25] data); MED n=8 and input truncation; LOW low-payload NaN",
+    tf32_conversion="truncate",  # HIGH: silicon (H100 run1; RN conversion refuted) and PTX text for wgmma
+    tf32_nan="blind",  # HIGH: silicon (H100 run1: 3,721 registers refute "keep")
+    evidence="HIGH: silicon (H100 run1, 2304 warps, m16n8k4/k8 dense + sparse, bit-exact; refutes n=4, "
+             "RN conversion of the f32 container (115,538 registers), NaN kept from the low 13 bits "
+             "(3,721 registers: a NaN whose payload is only in the dropped bits is read as Inf), NaN "
+             "0x7FC00000) and [KM25] data; zero sign LOW (probes S2)",
 )
 
 FP8_EMULATION_F32 = Emulated(
@@ -80,17 +91,18 @@ FP8_EMULATION_F32 = Emulated(
     groups=((32, mod4_groups(32)), (16, mod4_groups(16))),
     c_add="rn",
     add_nan_bits=0x7FFFFFFF,
-    evidence="HIGH: silicon (H100, run1: 0 mismatches in 576 warps per form over 6 regimes, m16n8k16 and "
-             "m16n8k32, every e4m3/e5m2 pair, dense and sparse) + SASS (F2FP unpack, HMMA.1688 x2 for k16, "
-             "HMMA.16816 x2 for k32, FADD c last)",
+    evidence="HIGH: silicon (H100 run1, 3456 warps, 16 forms: m16n8k16/k32 dense and m16n8k64 sparse, every "
+             "e4m3/e5m2 pair, 6 regimes, bit-exact; one 16-k group for m16n8k16 refuted by 4,412 registers, "
+             "c in the first HMMA by 50,686) + SASS (F2FP unpack, HMMA.1688 x2 for k16, HMMA.16816 x2 for "
+             "k32, FADD c last)",
 )
 
 FP8_EMULATION_F16 = FP8_EMULATION_F32.but(
     hmma=HMMA_F16,
     add_nan_bits=0x7FFF,
-    evidence="HIGH: silicon (H100, run1: 0 mismatches in 576 warps per form over 6 regimes, m16n8k16 and "
-             "m16n8k32) + SASS (HMMA.1688.F16 x2 / HMMA.16816.F16 x2, HADD2 c last); [KM25]-derived "
-             "NOTES §3.4 data agrees for m16n8k32",
+    evidence="HIGH: silicon (H100 run1, 2304 warps, 8 forms m16n8k16/k32, 6 regimes, bit-exact; one 16-k "
+             "group for m16n8k16 refuted by 14,837 registers) + SASS (HMMA.1688.F16 x2 / HMMA.16816.F16 x2, "
+             "HADD2 c last); [KM25]-derived NOTES §3.4 data agrees for m16n8k32",
 )
 
 # m8n8k4 .f16 on sm_90 is NOT a tensor-core instruction: ptxas (13.0, sm_90a) emits
@@ -100,15 +112,18 @@ M8N8K4_F32 = FmaPipe(
     groups=((0, 1, 2, 3),),    # FFMA(a0,b0,RZ); FFMA(a1,b1,.); FFMA(a2,b2,.); FFMA(a3,b3,.)
     start="fma_zero",
     nan_bits=0x7FFFFFFF,       # FFMA/FADD canonical NaN
-    evidence="HIGH: silicon (H100, run1: every output of 4 layouts x 2 c types x 6 regimes, "
-             "48 warps x 4 products each) + SASS (FFMA chain k=0..3 from RZ, then FADD c + chain)",
+    evidence="HIGH: silicon (H100 run1, 2304 warps x 4 products, 4 layouts x 2 c types x 6 regimes, "
+             "bit-exact; the tensor-core block refuted by 167,999 registers, a 2+2 split by 84,847, a "
+             "descending chain by 59,313) + SASS (FFMA chain k=0..3 from RZ, then FADD c + chain); "
+             "start FFMA(.,.,RZ) vs FMUL (sign of zero) from SASS only",
 )
 
 M8N8K4_F16 = M8N8K4_F32.but(
     groups=((0, 1), (2, 3)),   # FMUL(a0,b0); FFMA(a1,b1,.) | FMUL(a2,b2); FFMA(a3,b3,.)
     start="mul",
     out_nan_bits=0x7FFF,
-    evidence="HIGH: silicon (H100, run1: 4 layouts x 6 regimes) + SASS (two FMUL+FFMA pairs, "
+    evidence="HIGH: silicon (H100 run1, 1152 warps x 4 products, 4 layouts x 6 regimes, bit-exact; the "
+             "tensor-core block refuted by 18 registers, one f32 chain by 14) + SASS (two FMUL+FFMA pairs, "
              "FADD(FADD(c, p01), p23) in f32, F2FP.F16.F32 round to nearest even)",
 )
 
@@ -118,23 +133,29 @@ F64_CHAIN = FmaChain(
     nan_priority=("b", "c", "a"),   # per step: a NaN b_k wins, then the accumulator, then a_k
     default_nan=0xFFF8000000000000,  # Inf*0 / Inf-Inf: negative quiet NaN
     nan_bits=0x7FFFFFFFFFFFFFFF,     # only used by nan_rule="canonical" variants
-    evidence="HIGH: silicon (H100, run1: every f64 form, all 5 rounding spellings, 6 regimes; all 33,389 NaN "
-             "outputs reproduced by the per-step NaN rule, every other NaN priority fails 2-15%; finite "
-             "outputs bit-exact with the ascending c-first chain); each step one correctly rounded FMA "
-             "(PTX text; [FHMP21] A100). SASS: DMMA.8 (m8n8k4) / DMMA.16 (m16n8k4/8/16), the .rnd "
-             "spelling honoured (rz/rm/rp outputs differ from rn and match the chain in that mode)",
+    evidence="HIGH: silicon (H100 run1, 5760 warps, 20 forms = 4 shapes x 5 rounding spellings, 6 regimes, "
+             "bit-exact; descending order refuted by 234,526 registers, c last by 213,062, a canonical NaN "
+             "by all 33,389 NaN outputs, other NaN priorities by 2,384-2,614, a positive default NaN by "
+             "949); .rz/.rm/.rp honoured (89,684-112,730 of 129,024 registers each differ from .rn); each "
+             "step one correctly rounded FMA (PTX text; [FHMP21] A100). SASS: DMMA.8 / DMMA.16",
 )
 
 INTEGER = IntegerDot(
     saturation="final",
-    evidence="HIGH exact + wrap (PTX text); MED that .satfinite clamps the exact final sum (probe I2)",
+    evidence="HIGH: silicon (H100 run1, 3456 warps, 144 s8/u8/s4/u4 forms dense + sparse, bit-exact; 6,371 "
+             "registers refute per-step saturation) + SASS (int4 forms run on s8 IMMA after sign/zero "
+             "extension; .satfinite = IADD of the IMMA partial sums to c, then SEL clamps on signed "
+             "overflow: the exact final sum is clamped) + PTX text",
 )
 
-POPC = Popc(evidence="HIGH (PTX text; exact integer arithmetic)")
+POPC = Popc(evidence="HIGH: silicon (H100 run1, 144 warps, 6 forms bit-exact) + SASS (.xor is emulated: "
+                     "BMMA.AND.POPC(a, ~b) + BMMA.AND.POPC(~a, b) + c; .and is one BMMA.AND.POPC)")
 
 SM90 = ArchModel(
     name="sm_90",
-    evidence="H100/H200. HIGH where [KM25]'s published hardware vectors pin the parameter; see each path",
+    evidence="H100/H200. Silicon: every register-level sm_90 mma/mma.sp form reproduced bit for bit on "
+             "H100 run1 (27,792 warps, 6 input regimes; tools/compare_capture.py); [KM25] published "
+             "vectors agree. Open: zero signs, minexp floors, block boundaries (probes)",
     sources=("KM25", "FHMP21", "FTTN", "dfyz", "huweim", "CUT1986", "SA2", "DSV3", "PTX", "NOTES"),
     paths=MappingProxyType({
         "f16.f32": HMMA_F32,
@@ -151,7 +172,8 @@ SM90 = ArchModel(
     }),
     input_types=frozenset({"f16", "bf16", "tf32", "e4m3", "e5m2", "f64", "s8", "u8", "s4", "u4", "b1"}),
     notes=MappingProxyType({
-        "sparse": "mma.sp: the stored (compressed) k order forms the blocks, with the same n (LOW)",
+        "sparse": "mma.sp: the stored (compressed) k order forms the blocks, with the same n (HIGH: silicon, "
+                  "H100 run1: every sparse f16/bf16/tf32/fp8/int form and selector bit-exact)",
         "wgmma": "not modelled here: QGMMA fp8 is BLOCK(32, 13, -133, RZ, 13) with C inside the window",
     }),
 )

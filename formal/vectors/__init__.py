@@ -27,7 +27,7 @@ and the expected ``D``.
 """
 
 from .fileio import read, read_results, write, write_results  # noqa: F401
-from .generate import Case, VectorError, VectorSet, generate  # noqa: F401
+from .build import Case, VectorError, VectorSet, generate  # noqa: F401
 from .gpu import prepare, run_vectors_on_gpu, vectors_as_inputs  # noqa: F401
 from .verify import Mismatch, VerifyReport, compare, verify  # noqa: F401
 

@@ -13,7 +13,7 @@ import os
 
 from ..catalog import Form, parse
 from ..ptx import Immediates, instruction
-from .generate import VectorError
+from .build import VectorError
 
 TEMPLATE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "hw", "template", "vectors_harness.cu")
 BEGIN = "// ===== BEGIN FORM ====="

@@ -85,14 +85,32 @@ def numerics_kw(form: Form, arch) -> dict[str, Any]:
                 stype=form.stype, shape=form.mnk, sparse=form.is_sparse)
 
 
+def unit_scale(form: Form) -> int:
+    """The encoding of 1.0 in the form's scale-factor type (block scaling)."""
+    f = get_format(form.stype)
+    return f.bias << f.mantissa
+
+
+def unit_scales(form: Form) -> tuple[np.ndarray, np.ndarray]:
+    """scale_a [M, nsf] and scale_b [nsf, N] all 1.0 (block-scaled forms)."""
+    M, N, _ = form.mnk
+    nsf = {"1X": 1, "2X": 2, "4X": 4}[form.scale_vec_effective]
+    u = unit_scale(form)
+    return np.full((M, nsf), u, np.uint8), np.full((nsf, N), u, np.uint8)
+
+
 def element(form: Form, arch, a_terms, b_terms, c_code) -> int:
-    """D of one output element from its full term vectors (length K, or K/2 for sparse)."""
+    """D of one output element from its full term vectors (length K, or K/2 for sparse);
+    block-scaled forms with every scale factor 1."""
     from ..numerics import dot_terms
 
     a = np.asarray(a_terms, dtype=np.uint64)[None]
     b = np.asarray(b_terms, dtype=np.uint64)[None]
     c = np.asarray([c_code], dtype=np.uint64)
-    return int(dot_terms(a, b, c, **numerics_kw(form, arch))[0])
+    kw = numerics_kw(form, arch)
+    if form.block_scale:
+        kw["scale_a"] = kw["scale_b"] = np.full(a.shape, unit_scale(form), np.uint8)
+    return int(dot_terms(a, b, c, **kw)[0])
 
 
 def spread(n: int, width: int) -> list[int]:
@@ -180,9 +198,12 @@ class Canvas:
         return self.A[p, m, :].copy(), self.B[p, ks, n].copy(), int(self.C[p, m, n])
 
     def draft(self, points: list[str], why: str, **kw) -> Draft:
-        return Draft(points=list(points), why=why, A=self.A.copy(), B=self.B.copy(), C=self.C.copy(),
-                     nib=None if self.nib is None else self.nib.copy(), sel=self.sel,
-                     targets=list(self.targets), **kw)
+        d = Draft(points=list(points), why=why, A=self.A.copy(), B=self.B.copy(), C=self.C.copy(),
+                  nib=None if self.nib is None else self.nib.copy(), sel=self.sel,
+                  targets=list(self.targets), **kw)
+        if self.form.block_scale and d.scale_a is None:
+            d.scale_a, d.scale_b = unit_scales(self.form)       # every block scaled by 1
+        return d
 
 
 # ------------------------------------------------------------------------------------------
@@ -222,6 +243,20 @@ def _sparse_regs(form: Form, A: np.ndarray, nib: np.ndarray, sel: int, idle: np.
     return regs.astype(np.uint32), e.astype(np.uint32)
 
 
+def dense_a(form: Form, A: np.ndarray, nib: np.ndarray) -> np.ndarray:
+    """Compressed A [M, K/2] and its nibbles [M, chunks] -> the dense structured-sparse A [M, K]
+    (matrix-level sparse forms take the dense matrix; its non-zeros define the metadata)."""
+    fm = meta(form)
+    w, s = fm.gran.width, fm.gran.stored
+    M = A.shape[0]
+    out = np.zeros((M, form.k), np.uint64)
+    for m in range(M):
+        for ch in range(fm.chunks_per_row):
+            for j, off in enumerate(fm.offsets(int(nib[m, ch]))):
+                out[m, ch * w + off] = A[m, ch * s + j]
+    return out
+
+
 def idle_words(form: Form, rng: np.random.Generator, T: int) -> np.ndarray:
     """[T, 32] words whose every nibble is a legal index pair (junk for lanes that do not contribute)."""
     fm = meta(form)
@@ -248,7 +283,8 @@ def to_inputs(form: Form, drafts: list[Draft], rng: np.random.Generator) -> list
     if is_matrix_level(form):
         for j, i in enumerate(todo):
             d = drafts[i]
-            res = {"A": A[j, 0], "B": B[j, 0], "C": C[j, 0]}
+            a = dense_a(form, A[j, 0], d.nib) if form.is_sparse else A[j, 0]
+            res = {"A": a, "B": B[j, 0], "C": C[j, 0]}
             if form.block_scale:
                 res["scale_a"] = d.scale_a
                 res["scale_b"] = d.scale_b

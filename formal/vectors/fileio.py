@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from .generate import FORMAT_NAME, Case, VectorError, VectorSet
+from .build import FORMAT_NAME, Case, VectorError, VectorSet
 
 REG_OPS = ("a", "b", "c", "e", "d")
 MAT_OPS = {"A": "A", "B": "B", "C": "C", "SA": "scale_a", "SB": "scale_b", "D": "D"}

@@ -27,7 +27,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from ..catalog import Form, parse
-from .generate import VectorSet
+from .build import VectorSet
 
 
 def file_name(opcode: str) -> str:
@@ -78,7 +78,7 @@ def prepare(forms: Iterable | None, vectors_dir: str, arch: str = "sm_90", count
             progress: Callable[[str], None] | None = None) -> list[str]:
     """Generate and save (npz) the vectors of every form; returns the paths written."""
     from .fileio import write
-    from .generate import generate
+    from .build import generate
 
     os.makedirs(vectors_dir, exist_ok=True)
     paths = []
@@ -104,7 +104,7 @@ def _load_or_generate(f: Form, vectors_dir: str | None, arch: str, count: int, s
             if vs.opcode != f.opcode:
                 raise ValueError(f"{p} holds vectors for {vs.opcode}")
             return vs
-    from .generate import generate
+    from .build import generate
 
     return generate(f, arch=arch, count=count, seed=seed)
 

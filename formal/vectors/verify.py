@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..numerics.formats import get_format
-from .generate import VectorSet
+from .build import VectorSet
 
 
 @dataclass
@@ -105,7 +105,7 @@ class VerifyReport:
 def _d_position_map(vs: VectorSet) -> dict[tuple[int, int, int], tuple[int, int, int]] | None:
     """(lane, reg, elem) -> (product, row, col) of D, when the layout is available."""
     try:
-        from .generate import _d_positions
+        from .build import _d_positions
 
         return {v: k for k, v in _d_positions(vs.form).items()}
     except Exception:  # the report still works without row/col
@@ -207,7 +207,7 @@ def verify(vectors, results, keep: int = 5) -> VerifyReport:
         got = list(results)
         src = "results"
         if len(got) != len(vs.cases):
-            from .generate import VectorError
+            from .build import VectorError
 
             raise VectorError(f"{len(got)} results for {len(vs.cases)} cases")
     return compare(vs, got, keep=keep, source=src)

@@ -21,7 +21,8 @@ Encodings provided:
 ``BlockFMA``    steps 1-9 of numerics.md §2 (chained blocks, c read as f32,
                 truncation magnitude/floor, RZ/RN/RM/RP, overflow inf/ieee,
                 zero sign, gradual or flushed subnormal output)            any K
-others (f64 FMA chains, the fp8 emulation, block scaling) raise :class:`NoEncoding`.
+others (f64 FMA chains, the fp8 emulation, sm_90's m8n8k4 .f16 FMA pipe, block scaling)
+raise :class:`NoEncoding`.
 """
 
 from __future__ import annotations
@@ -508,7 +509,7 @@ def reference_element(form, arch: str = "sm_90"):
 
     model = get_model(arch)
     key, p = model.path(form.atype, form.btype, form.ctype, form.dtype, form.kind,
-                        scaled=bool(form.block_scale))
+                        scaled=bool(form.block_scale), shape=form.mnk)
     if isinstance(p, IntegerDot):
         return lambda a, b, c: integer_dot(a, b, c, p, bool(form.satfinite))
     if isinstance(p, Popc):

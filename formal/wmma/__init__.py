@@ -6,6 +6,8 @@
   (``specs/observed/``) and their proved properties.
 * :mod:`formal.wmma.theorems` -- the seed's prose claims proved over every fragment map the
   rules allow.
+* :mod:`formal.wmma.registry` -- the obligations in ``formal.prove``'s registry (registered
+  here, at import, as ``prove --all`` expects).
 """
 
 from .memory import (  # noqa: F401
@@ -20,3 +22,7 @@ from .memory import (  # noqa: F401
     memory_view,
 )
 from .results import PROVED, REFUTED, UNKNOWN, Result  # noqa: F401
+
+from . import registry as _registry  # noqa: E402
+
+_registry.register()

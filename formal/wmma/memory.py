@@ -562,6 +562,8 @@ def check_access(opcode: str | Form, ptr: int | Sequence[int], stride: int | Seq
             if theirs != mine:
                 res.notes.append(f"the alignment verdict depends on the reading of 'fragment size' (erratum fragment-size): "
                                  f"{'aligned' if theirs else 'misaligned'} under the '{other}' reading ({ofb} bytes)")
+                if stride_v == view.default_stride and not mine:
+                    res.notes.append("this is the default stride itself (a contiguous matrix): erratum default-stride-misaligned")
         if view.etype == "f64" and view.matrix in ("c", "d"):
             theirs = all(_rule_py(view, rule, ptr_v, stride_v, 8, ld) for ld in range(view.n_ld))
             if theirs != mine:

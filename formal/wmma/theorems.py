@@ -524,17 +524,3 @@ EXPECTED_REFUTED = (
     "wmma.theorem.accumulator_reinterpretation[f32->f16]",
     "wmma.theorem.accumulator_reinterpretation[sm_70 observed]",
 )
-
-
-def register() -> bool:
-    """Hand the obligations to formal.prove's registry when it exists (returns whether it did)."""
-    try:
-        from .. import prove  # type: ignore[attr-defined]
-    except ImportError:
-        return False
-    reg = getattr(prove, "register_obligations", None)
-    if reg is None:
-        return False
-    reg(obligations())
-    return True
-

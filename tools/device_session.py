@@ -1,0 +1,137 @@
+"""One hardware session on a CUDA GPU: every check the project runs on silicon.
+
+Usage (repo root, CuPy installed):  PYTHONPATH=. python3 tools/device_session.py OUT_DIR [STEP ...]
+
+Steps (default: all, in this order; each is isolated, a failing step is recorded and the
+session goes on):
+  hw        ptx-formal hw-check --all (every sm_90 register-level mma/mma.sp form and
+            selector, 12,000 warps each over six input regimes) -> hw_check.json
+  wmma      wmma fragment observations + load->mma->store pipelines -> wmma.json
+  metadata  sparse metadata probes -> metadata.json
+  transform layout-transformation recipes and movement probes -> transform.json
+  numerics  numerics probes (hypothesis decisions) -> numerics.json
+  vectors   edge-case vectors of every sm_90 form -> vectors.json
+Writes session.json with timings and errors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+
+
+def step_hw(out, gpu):
+    from formal.hw import check as hwc
+
+    cases = hwc.all_cases("sm_90", "9.0")
+    trials = int(os.environ.get("HW_TRIALS", "12000"))
+    res = hwc.run(cases, trials, seed=20261122, gpu=gpu, progress=lambda m: print(m, flush=True))
+    rec = hwc.evidence_record(res, gpu.info.to_dict(), 20261122, hwc.DEFAULT_REGIMES, "sm_90")
+    json.dump(rec, open(os.path.join(out, "hw_check.json"), "w"), indent=1)
+    # mismatching warps with their inputs, for offline work
+    json.dump([{"opcode": r.opcode, "sel": r.sel, "first": [m.__dict__ for m in r.first]} for r in res if r.first],
+              open(os.path.join(out, "hw_mismatches.json"), "w"))
+    return {"cases": rec["cases"], "trials": rec["trials"], "mismatched_warps": rec["mismatched_warps"],
+            "errors": rec["errors"]}
+
+
+def step_wmma(out, gpu):
+    from formal.hw import wmma_probe
+
+    return wmma_probe.run_wmma_probes(os.path.join(out, "wmma"))
+
+
+def step_metadata(out, gpu):
+    from formal.hw import metadata_probe as mp
+
+    cases = mp.sm90_cases("sm_90", "8.7")
+    reports = []
+    for i in range(0, len(cases), 16):   # bounded memory: inputs are ~1.5 MB per case
+        reports += mp.run(gpu, cases[i:i + 16], ptx="8.7")
+    json.dump([r.to_dict() for r in reports], open(os.path.join(out, "metadata_reports.json"), "w"), indent=1)
+    bad = [r.to_dict() for r in reports if not r.ok]
+    return {"cases": len(reports), "match": len(reports) - len(bad), "first_bad": bad[:2]}
+
+
+def step_transform(out, gpu):
+    from formal.hw.transform_probe import run_transform_probes
+
+    return run_transform_probes(os.path.join(out, "transform"), trials=4)
+
+
+def step_numerics(out, gpu):
+    from formal.hw.numerics_probe import run_numerics_probes
+
+    return run_numerics_probes(os.path.join(out, "numerics"))
+
+
+def step_vectors(out, gpu):
+    from formal.vectors import run_vectors_on_gpu
+    from formal.catalog import forms
+
+    return run_vectors_on_gpu(forms("sm_90", "9.0"), os.path.join(out, "vectors"))
+
+
+# wmma last: one of its probes may fault on purpose (a stride legal under one reading only)
+STEPS = {"hw": step_hw, "metadata": step_metadata, "transform": step_transform, "numerics": step_numerics,
+         "vectors": step_vectors, "wmma": step_wmma}
+
+
+def run_one(out: str, name: str) -> int:
+    """Child process: one step, its own CUDA context (a fault cannot take the others down)."""
+    from formal.hw.runner import GPU
+
+    t0 = time.time()
+    res = {"step": name}
+    try:
+        gpu = GPU()
+        res["gpu"] = gpu.info.to_dict()
+        res["summary"] = STEPS[name](out, gpu)
+        res["ok"] = True
+    except Exception as e:  # record and go on
+        res.update(ok=False, error=f"{type(e).__name__}: {e}", trace=traceback.format_exc()[-4000:])
+    res["seconds"] = round(time.time() - t0, 1)
+    json.dump(res, open(os.path.join(out, f"{name}.summary.json"), "w"), indent=1, default=str)
+    print(json.dumps(res, default=str)[:4000], flush=True)
+    return 0 if res["ok"] else 1
+
+
+def main(out: str, steps: list[str]) -> int:
+    """Parent: run each step in a child, then pack each step's files into one archive
+    (the device tool returns at most 8 files)."""
+    import subprocess
+    import tarfile
+
+    os.makedirs(out, exist_ok=True)
+    session = {"steps": {}}
+    for name in steps:
+        print(f"== {name}", flush=True)
+        t0 = time.time()
+        r = subprocess.run([sys.executable, os.path.abspath(__file__), out, "--one", name])
+        session["steps"][name] = {"rc": r.returncode, "seconds": round(time.time() - t0, 1)}
+        json.dump(session, open(os.path.join(out, "session.json"), "w"), indent=1)
+    for name in steps:
+        members = [f for f in os.listdir(out) if f.startswith(name) and not f.endswith(".tar.gz")]
+        if not members:
+            continue
+        with tarfile.open(os.path.join(out, f"{name}.tar.gz"), "w:gz") as tar:
+            for m in members:
+                tar.add(os.path.join(out, m), arcname=m)
+        for m in members:
+            p = os.path.join(out, m)
+            if os.path.isdir(p):
+                import shutil
+                shutil.rmtree(p)
+            else:
+                os.remove(p)
+    return 0
+
+
+if __name__ == "__main__":
+    out = sys.argv[1]
+    if len(sys.argv) > 3 and sys.argv[2] == "--one":
+        sys.exit(run_one(out, sys.argv[3]))
+    sys.exit(main(out, sys.argv[2:] or list(STEPS)))
