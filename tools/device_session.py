@@ -41,7 +41,8 @@ def step_hw(out, gpu):
 def step_wmma(out, gpu):
     from formal.hw import wmma_probe
 
-    return wmma_probe.run_wmma_probes(os.path.join(out, "wmma"))
+    paths = wmma_probe.run_wmma_probes(os.path.join(out, "wmma"), log=lambda m: print(m, flush=True))
+    return [str(p) for p in paths]
 
 
 def step_metadata(out, gpu):
@@ -65,14 +66,16 @@ def step_transform(out, gpu):
 def step_numerics(out, gpu):
     from formal.hw.numerics_probe import run_numerics_probes
 
-    return run_numerics_probes(os.path.join(out, "numerics"))
+    rep = run_numerics_probes(os.path.join(out, "numerics"), gpu=gpu)
+    return {k: v for k, v in rep.items() if not isinstance(v, (list, dict))} if isinstance(rep, dict) else rep
 
 
 def step_vectors(out, gpu):
     from formal.vectors import run_vectors_on_gpu
-    from formal.catalog import forms
 
-    return run_vectors_on_gpu(forms("sm_90", "9.0"), os.path.join(out, "vectors"))
+    vdir = ".devdata/vectors" if os.path.isdir(".devdata/vectors") else None   # prepared on a CPU (Z3)
+    res = run_vectors_on_gpu(None, os.path.join(out, "vectors"), vectors_dir=vdir, gpu=gpu, save_results=True)
+    return {k: v for k, v in res.items() if k != "forms"}
 
 
 # wmma last: one of its probes may fault on purpose (a stride legal under one reading only)

@@ -47,6 +47,7 @@ class CaseResult:
     sel: int | None
     trials: int = 0
     mismatched_warps: int = 0
+    errored_warps: int = 0
     per_regime: dict[str, list[int]] = field(default_factory=dict)   # regime -> [trials, mismatches]
     first: list[Mismatch] = field(default_factory=list)
     error: str | None = None
@@ -143,13 +144,17 @@ def run(cases: list[Case], trials: int, seed: int = 0, regimes: Iterable[str] = 
         nonlocal ndone
         opcode, sel, regime, n, bad, mm, err = res
         r = results[opcode + (f" sel={sel}" if sel is not None else "")]
+        if err:   # a batch the evaluator could not take is an error, never a passed trial
+            r.errored_warps += n
+            if not r.error:
+                r.error = err
+            ndone += 1
+            return
         r.trials += n
         r.mismatched_warps += bad
         pr = r.per_regime.setdefault(regime, [0, 0])
         pr[0] += n
         pr[1] += bad
-        if err and not r.error:
-            r.error = err
         for m in mm:
             if len(r.first) < 3:
                 r.first.append(m)
@@ -212,6 +217,7 @@ def evidence_record(results: list[CaseResult], gpu_info: dict, seed: int, regime
         "errors": sum(1 for r in results if r.error),
         "results": [
             {"opcode": r.opcode, "sel": r.sel, "trials": r.trials, "mismatches": r.mismatched_warps,
+             "errored_warps": r.errored_warps,
              "per_regime": r.per_regime, "error": r.error,
              "first": [asdict(m) for m in r.first[:1]]}
             for r in results

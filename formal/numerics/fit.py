@@ -90,7 +90,8 @@ def sm90_alternatives() -> dict:
 
     one16 = ((32, mod4_groups(32)), (16, (tuple(range(16)),)))
     alts = {
-        "f16.f32": {"zero_sign=ieee": path("f16.f32", zero_sign="ieee"), "nan=0x7fc00000": path("f16.f32", nan_bits=0x7FC00000),
+        "f16.f32": {"zero_sign=ieee": path("f16.f32", zero_sign="ieee"),
+                    "nan=0x7fc00000": path("f16.f32", nan_bits=0x7FC00000),
                     "overflow=ieee": path("f16.f32", overflow="ieee"), "minexp=-132": path("f16.f32", minexp=-132),
                     "minexp=-134": path("f16.f32", minexp=-134), "F=24": path("f16.f32", F=24),
                     "F=26": path("f16.f32", F=26), "n=8": path("f16.f32", n=8), "rn": path("f16.f32", rounding="rn"),
@@ -110,10 +111,12 @@ def sm90_alternatives() -> dict:
                      "tf32 RN conversion": path("tf32.f32", tf32_conversion="rn"), "n=4": path("tf32.f32", n=4),
                      "zero_sign=ieee": path("tf32.f32", zero_sign="ieee"),
                      "nan=0x7fc00000": path("tf32.f32", nan_bits=0x7FC00000)},
-        "f8.f32": {"m16n8k16 one HMMA": emu("f8.f32", groups=one16), "c in the first HMMA": emu("f8.f32", c_add="window"),
+        "f8.f32": {"m16n8k16 one HMMA": emu("f8.f32", groups=one16),
+                   "c in the first HMMA": emu("f8.f32", c_add="window"),
                    "HMMA zero_sign=ieee": emu_hmma("f8.f32", zero_sign="ieee"),
                    "add nan=0x7fc00000": emu("f8.f32", add_nan_bits=0x7FC00000)},
-        "f8.f16": {"m16n8k16 one HMMA": emu("f8.f16", groups=one16), "c in the first HMMA": emu("f8.f16", c_add="window"),
+        "f8.f16": {"m16n8k16 one HMMA": emu("f8.f16", groups=one16),
+                   "c in the first HMMA": emu("f8.f16", c_add="window"),
                    "add nan=0x7e00": emu("f8.f16", add_nan_bits=0x7E00)},
         "f16.f32@m8n8k4": {"tensor-core block": S.with_path("f16.f32@m8n8k4", S.paths["f16.f32"]),
                            "FMUL first": emu("f16.f32@m8n8k4", start="mul"),

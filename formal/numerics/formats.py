@@ -476,8 +476,8 @@ def encode(neg, mag, lsb, fmt, mode: str = "rn", *, frac_bits: int | None = None
     ncode = f.nan_code if nan_code is None else int(nan_code) >> f.ignored_low_bits
     if ncode < 0:  # format without NaN: largest positive finite stands in
         ncode = maxfin
-    code = np.where(isnan, ncode, code)
-    out = code.astype(np.uint64)
+    # in uint64: an f64 NaN code (e.g. 0xFFF8...) does not fit an int64 (numpy >= 2.5 refuses it)
+    out = np.where(isnan, np.uint64(int(ncode) & 0xFFFFFFFFFFFFFFFF), code.astype(np.uint64))
     if f.ignored_low_bits:
         out = out << np.uint64(f.ignored_low_bits)
     if nan_code is not None and f.ignored_low_bits:

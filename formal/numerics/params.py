@@ -29,6 +29,9 @@ SOURCES: Mapping[str, str] = {
     "CUT1986": "NVIDIA/cutlass#1986: mma.sync m16n8k32 e4m3 is emulated through the f16 tensor core on sm_90",
     "DG176": "deepseek-ai/DeepGEMM#176: B200 kind::f8f6f4 keeps a 25-bit mantissa",
     "OCP-MX": "OCP Microscaling Formats (MX) v1.0 (2023)",
+    "HW1": "H100 80GB HBM3 capture run1 (2026-11-22; driver 13.0, ptxas 13.0, sm_90a): every register-level "
+           "sm_90 mma/mma.sp form x 6 input regimes; tools/compare_capture.py, slice in tests/data/numerics_hw_slice.npz",
+    "SASS": "cuobjdump -sass of the harness kernels assembled by ptxas 13.0 for sm_90a (formal.hw.kernels)",
     "NOTES": "/work/shared/reference/numerics.md (project research notes; re-implementation of [KM25] "
              "reproduced all 240,000 published hardware vectors)",
 }

@@ -156,7 +156,7 @@ SM90 = ArchModel(
     evidence="H100/H200. Silicon: every register-level sm_90 mma/mma.sp form reproduced bit for bit on "
              "H100 run1 (27,792 warps, 6 input regimes; tools/compare_capture.py); [KM25] published "
              "vectors agree. Open: zero signs, minexp floors, block boundaries (probes)",
-    sources=("KM25", "FHMP21", "FTTN", "dfyz", "huweim", "CUT1986", "SA2", "DSV3", "PTX", "NOTES"),
+    sources=("HW1", "SASS", "KM25", "FHMP21", "FTTN", "dfyz", "huweim", "CUT1986", "SA2", "DSV3", "PTX", "NOTES"),
     paths=MappingProxyType({
         "f16.f32": HMMA_F32,
         "bf16.f32": HMMA_F32,

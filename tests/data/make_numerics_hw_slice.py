@@ -52,7 +52,8 @@ def _alternatives():
     old16 = ((32, mod4_groups(32)), (16, (tuple(range(16)),)))
     alts = {
         "old": S.with_path("f16.f32@m8n8k4", S.paths["f16.f32"]).with_path("f16.f16@m8n8k4", S.paths["f16.f16"])
-        .with_path("f8.f32", S.paths["f8.f32"].but(groups=old16)).with_path("f8.f16", S.paths["f8.f16"].but(groups=old16)),
+        .with_path("f8.f32", S.paths["f8.f32"].but(groups=old16))
+        .with_path("f8.f16", S.paths["f8.f16"].but(groups=old16)),
         "nan": S.replace_path("f64", nan_rule="canonical"),
         "int": S.replace_path("int", saturation="per_step"),
     }
