@@ -78,8 +78,35 @@ def step_vectors(out, gpu):
     return {k: v for k, v in res.items() if k != "forms"}
 
 
+def step_selector(out, gpu):
+    """Out-of-range sparsity selectors that ptxas accepts (erratum E-SP-SEL-K32-F16F32): which
+    legal selector does silicon behave like?  Undefined behaviour: recorded, never modelled."""
+    import numpy as np
+
+    from formal.catalog import parse
+    from formal.evaluate import evaluate
+    from formal.hw.inputs import random_inputs
+    from formal.hw.kernels import Case
+    from formal.ptx import Immediates
+
+    res = []
+    for op in ("mma.sp.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32",
+               "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32"):
+        f = parse(op)
+        for sel in (2, 3):
+            inp = random_inputs(f, 256, "normal", 1000 + sel)
+            got = gpu.run_cases([Case(f, Immediates(sel=sel))], [inp])[0]
+            row = {"opcode": op, "sel": sel, "warps": 256}
+            for legal in (0, 1):
+                exp = evaluate(f, inp["a"], inp["b"], inp["c"], e=inp["e"], sel=legal)
+                row[f"matches_sel_{legal}"] = int((exp == got).all(axis=(1, 2)).sum())
+            res.append(row)
+    json.dump(res, open(os.path.join(out, "selector_oob.json"), "w"), indent=1)
+    return res
+
+
 # wmma last: one of its probes may fault on purpose (a stride legal under one reading only)
-STEPS = {"hw": step_hw, "metadata": step_metadata, "transform": step_transform, "numerics": step_numerics,
+STEPS = {"hw": step_hw, "selector": step_selector, "metadata": step_metadata, "transform": step_transform, "numerics": step_numerics,
          "vectors": step_vectors, "wmma": step_wmma}
 
 

@@ -23,9 +23,18 @@ Entry point for the lead (one batch on the H100, CuPy)::
     from formal.hw.transform_probe import run_transform_probes
     summary = run_transform_probes("out/transform", trials=4)
 
-It returns (and writes to ``out_dir/transform_probes.json``) ``{"device", "probes": [{"name",
-"kind", "trials", "mismatches", "first_mismatch", "mma_mismatches"}], "total_mismatches"}``.
-:func:`kernels` gives every kernel's PTX (the ptxas test assembles them for sm_90).
+It returns (and writes to ``out_dir/transform_probes.json``) ``{"device", "date", "trials",
+"probes": [{"name", "kind", "format", "trials", "mismatches", "first_mismatch", "mma_mismatches"}],
+"total_mismatches"}``; a mismatching trial also leaves its raw buffers in
+``out_dir/dumps/<probe>.t<trial>.npz`` (``inp``, ``out``, ``codes``).  A mismatch names the
+expected (row, col) and bits, and what the element holds instead (:func:`describe`: the code,
+or the raw value, the nearest code, and any other format in which the bits are exactly a
+code).  :func:`kernels` gives every kernel's PTX (the ptxas test assembles them for sm_90).
+
+Numeric probes encode code ``k`` as the number ``k`` in the element's format: f32, or for
+16-bit elements f16 / bf16 as the probe's mma operand types and ``cvt`` destination types say
+(:func:`formats16`).  Codes must be exactly representable (:func:`encode` refuses otherwise:
+integers up to 2048 in f16, 256 in bf16), so a conversion on the GPU never rounds them.
 """
 
 from __future__ import annotations
@@ -34,9 +43,11 @@ import ast
 import json
 import os
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from .. import catalog as cat
@@ -162,30 +173,106 @@ def _fmt_of(bits: int, kind: str) -> str:
     return "raw"
 
 
-def encode(codes: np.ndarray, fmt: str) -> np.ndarray:
-    """Bit patterns of integer codes in a format (numeric: the float value == code)."""
-    c = np.asarray(codes)
+_WIDTH = {"f16": 16, "bf16": 16, "f32": 32}
+
+
+def _values(bits: np.ndarray, fmt: str) -> np.ndarray:
+    """The numbers (float64) that bit patterns encode in a format."""
+    b = np.asarray(bits, dtype=np.int64)
     if fmt == "f16":
-        return c.astype(np.float16).view(np.uint16).astype(np.int64)
+        return b.astype(np.uint16).view(np.float16).astype(np.float64)
     if fmt == "bf16":
-        return (c.astype(np.float32).view(np.uint32) >> 16).astype(np.int64)
+        return b.astype(np.uint16).view(ml_dtypes.bfloat16).astype(np.float64)
     if fmt == "f32":
-        return c.astype(np.float32).view(np.uint32).astype(np.int64)
-    return c.astype(np.int64)
+        return b.astype(np.uint32).view(np.float32).astype(np.float64)
+    raise ValueError(fmt)
+
+
+def encode(codes: np.ndarray, fmt: str) -> np.ndarray:
+    """Bit patterns of integer codes in a format (numeric: the number == the code, exactly;
+    a code the format cannot hold is an error, never a silently rounded pattern)."""
+    c = np.asarray(codes, dtype=np.int64)
+    if fmt == "raw":
+        return c.copy()
+    if fmt == "f16":
+        out = c.astype(np.float16).view(np.uint16).astype(np.int64)
+    elif fmt == "bf16":
+        out = c.astype(np.float32).astype(ml_dtypes.bfloat16).view(np.uint16).astype(np.int64)   # RNE
+    elif fmt == "f32":
+        out = c.astype(np.float32).view(np.uint32).astype(np.int64)
+    else:
+        raise ValueError(f"unknown element format {fmt!r}")
+    inexact = _values(out, fmt) != c
+    if inexact.any():
+        bad = c[inexact]
+        raise ValueError(f"codes are not exactly representable in {fmt} (e.g. {int(bad.flat[0])}; "
+                         f"{int(inexact.sum())} of {c.size})")
+    return out
 
 
 def decode(bits: np.ndarray, fmt: str) -> np.ndarray:
-    b = np.asarray(bits, dtype=np.int64)
-    if fmt == "f16":
-        v = b.astype(np.uint16).view(np.float16).astype(np.float64)
-    elif fmt == "bf16":
-        v = (b.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-    elif fmt == "f32":
-        v = b.astype(np.uint32).view(np.float32).astype(np.float64)
-    else:
-        return b
+    """Integer codes of bit patterns; -1 where the number is not an integer (or not finite)."""
+    if fmt == "raw":
+        return np.asarray(bits, dtype=np.int64)
+    v = _values(bits, fmt)
     out = np.where(np.isfinite(v) & (v == np.round(v)), v, -1)
     return out.astype(np.int64)
+
+
+def _num(v: float):
+    """A JSON-safe number (non-finite values as text)."""
+    v = float(v)
+    if not np.isfinite(v):
+        return repr(v)
+    return int(v) if v == int(v) else v
+
+
+def describe(bits: int, fmt: str, codes: np.ndarray, width: int | None = None) -> dict:
+    """What a dumped element holds, for a mismatch report.
+
+    ``{"format", "bits", "value", "code", "row", "col"}`` where the bits encode a code of
+    the tile exactly; otherwise ``code``/``row``/``col`` are None and ``nearest`` names the
+    closest code (by value; by Hamming distance for raw codes), and ``same_bits_as`` lists
+    the other formats of that width in which the very same bits are exactly a code (so bf16
+    bits decoded as f16 say so)."""
+    bits = int(bits)
+    w = width or _WIDTH.get(fmt, 32)
+    flat = np.asarray(codes, dtype=np.int64).ravel()
+
+    def where(code):
+        hit = np.argwhere(codes == code)
+        return (int(hit[0][0]), int(hit[0][1])) if len(hit) else None
+
+    def read(f):
+        if f == "raw":
+            return bits, bits
+        v = float(_values(np.array([bits]), f)[0])
+        return v, (int(v) if np.isfinite(v) and v == round(v) else None)
+
+    value, code = read(fmt)
+    pos = where(code) if code is not None else None
+    out = {"format": fmt, "bits": hex(bits), "value": _num(value) if fmt != "raw" else value,
+           "code": code if pos else None, "row": pos[0] if pos else None, "col": pos[1] if pos else None}
+    if pos:
+        return out
+    if fmt == "raw":
+        dist = np.array([bin(int(x) ^ bits).count("1") for x in flat])
+    elif np.isfinite(value):
+        dist = np.abs(flat.astype(np.float64) - value)
+    else:
+        dist = None
+    if dist is not None and flat.size:
+        k = int(flat[int(np.argmin(dist))])
+        r, c = where(k)
+        out["nearest"] = {"code": k, "row": r, "col": c, "distance": _num(dist.min())}
+    alts = []
+    for f in (f for f, fw in _WIDTH.items() if fw == w and f != fmt and fmt != "raw"):
+        v, k = read(f)
+        p = where(k) if k is not None else None
+        if p:
+            alts.append({"format": f, "value": _num(v), "code": k, "row": p[0], "col": p[1]})
+    out["same_bits_as"] = alts
+    return out
 
 
 def _bits(c, enc: np.ndarray) -> np.ndarray:
@@ -204,6 +291,25 @@ def _words(bits: np.ndarray) -> np.ndarray:
     for b in range(bits.shape[-1]):
         w |= (bits[..., b].astype(np.uint64) << np.uint64(b))
     return w.astype(np.uint32)
+
+
+_CVT_FORMAT = {"f16x2": "f16", "bf16x2": "bf16"}     # cvt destination type -> element format
+
+
+def formats16(prog: Program) -> set[str]:
+    """The number formats of a program's 16-bit elements, from what the instructions say:
+    the operand types of mma fragment endpoints and the destination types of cvt packs
+    (not from endpoint names: run2 decoded the cvt.bf16x2 probe's bf16 results as f16)."""
+    out = set()
+    for e in list(prog.sources) + list(prog.targets):
+        if isinstance(e, RegLayout) and e.opcode and e.elem_bits == 16:
+            et = cat.parse(e.opcode).operands[e.operand].etype
+            if et in ("f16", "bf16"):
+                out.add(et)
+    for st in prog.steps:
+        if isinstance(st, CvtPack):
+            out.add(_CVT_FORMAT[st.dtype])
+    return out
 
 
 # ---------------------------------------------------------------------------------------
@@ -233,12 +339,11 @@ class Probe:
                if any(n in getattr(e, "names", []) for e in list(prog.sources) + list(prog.targets))):
             self.skip = "source/target registers must be 32-bit"
             return
-        kinds = set()
-        for e in list(prog.sources) + list(prog.targets):
-            lab = getattr(e, "label", "")
-            if "bf16" in lab:
-                kinds.add("bf16")
-        self.fmt16 = "bf16" if "bf16" in kinds else "f16"
+        kinds = formats16(prog)
+        if len(kinds) > 1:
+            self.skip = f"16-bit elements in several formats ({', '.join(sorted(kinds))})"
+            return
+        self.fmt16 = kinds.pop() if kinds else "f16"
         for s in prog.sources:
             if isinstance(s, RegLayout) and s.opcode and s.operand in ("c", "d"):
                 self.mma_sources.append(s)
@@ -251,6 +356,11 @@ class Probe:
             for e in list(prog.sources) + list(prog.targets):
                 if e.elem_bits not in (16, 32):
                     self.skip = "numeric encoding needs 16/32-bit elements"
+
+    @property
+    def format(self) -> str:
+        """The element encoding the probe uses ("raw" codes, or the 16-bit number format)."""
+        return self.fmt16 if self.numeric else "raw"
 
     # -- geometry ------------------------------------------------------------------------
     @property
@@ -274,7 +384,13 @@ class Probe:
         rng = np.random.default_rng(seed)
         perm = rng.permutation(n).reshape(R, C).astype(np.int64)
         if self.numeric:
-            return perm + 1
+            codes = perm + 1
+            for e in list(self.prog.sources) + list(self.prog.targets):
+                try:                     # exact in every format an element is encoded in
+                    encode(codes, self.elem_fmt(e.elem_bits))
+                except ValueError as err:
+                    raise ValueError(f"{self.name}: {n} elements: {err}") from None
+            return codes
         wmin = min(e.elem_bits for e in list(self.prog.sources) + list(self.prog.targets))
         if n > (1 << wmin):
             raise ValueError(f"{self.name}: {n} elements do not fit {wmin}-bit codes")
@@ -536,13 +652,13 @@ class Probe:
                                           fmt) & ((1 << vb) - 1)
                         bad = held & (got_bits != exp_bits)
                         for l in np.nonzero(bad)[0]:
-                            g = decode(got_bits[l:l + 1], fmt)[0]
-                            where = np.argwhere(codes == g)
-                            mism.append({"lane": int(l), "register": n, "element": e,
-                                         "expected": {"row": int(rr[l]), "col": int(cc[l])},
-                                         "got_bits": hex(int(got_bits[l])),
-                                         "got": ({"row": int(where[0][0]), "col": int(where[0][1])}
-                                                 if len(where) else None)})
+                            m = {"lane": int(l), "register": n, "element": e,
+                                 "expected": {"row": int(rr[l]), "col": int(cc[l])}}
+                            if not mism:         # the first one is reported in full
+                                m.update(format=fmt, expected_bits=hex(int(exp_bits[l])),
+                                         got_bits=hex(int(got_bits[l])),
+                                         got=describe(got_bits[l], fmt, codes, vb if fmt == "raw" else None))
+                            mism.append(m)
         else:
             t = targets[0]
             fmt = self.elem_fmt(t.elem_bits)
@@ -557,8 +673,11 @@ class Probe:
                     val |= ((int(mem[a // 8]) >> (a % 8)) & 1) << b
                 exp = int(encode(np.array([codes[row, col]]), fmt)[0]) & ((1 << w) - 1)
                 if val != exp:
-                    mism.append({"row": int(row), "col": int(col), "byte": bit0 // 8, "got_bits": hex(val),
-                                 "expected_bits": hex(exp)})
+                    m = {"row": int(row), "col": int(col), "byte": bit0 // 8, "got_bits": hex(val),
+                         "expected_bits": hex(exp)}
+                    if not mism:
+                        m.update(format=fmt, got=describe(val, fmt, codes, w if fmt == "raw" else None))
+                    mism.append(m)
         res = {"mismatches": len(mism), "first": mism[0] if mism else None}
         # mma chain
         mm = 0
@@ -698,6 +817,11 @@ def kernels(probes: list[Probe] | None = None) -> list[tuple[str, str]]:
 # ---------------------------------------------------------------------------------------
 # Running (on a CUDA machine)
 
+def trial_seed(t: int) -> int:
+    """The code seed of trial ``t`` (a run's trial t is replayed by ``inputs(trial_seed(t))``)."""
+    return 1 + 7919 * t
+
+
 def run_transform_probes(out_dir: str | os.PathLike, trials: int = 4, device: int = 0) -> dict:
     """Run every probe ``trials`` times (different codes / operands per trial) on the GPU;
     write ``transform_probes.json`` and the PTX module to ``out_dir``; return the summary."""
@@ -715,26 +839,36 @@ def run_transform_probes(out_dir: str | os.PathLike, trials: int = 4, device: in
     mod = gpu.load(src, gpu.info.target if gpu.info.cc != (9, 0) else "sm_90")
     results = []
     for p, n in zip(probes, names):
-        tot, mm, first, first_mma, err = 0, 0, None, None, None
+        tot, mm, first, first_mma, err, dumps = 0, 0, None, None, None, []
         try:
             k = mod.get_function(n)
             for t in range(trials):
-                inp = p.inputs(seed=1 + 7919 * t)
+                inp = p.inputs(seed=trial_seed(t))
                 d_in = cp.asarray(inp["buf"])
                 d_out = cp.zeros(max(1, p.out_words), cp.uint32)
                 k((1,), (32,), (d_in, d_out))
                 cp.cuda.runtime.deviceSynchronize()
-                res = p.check(cp.asnumpy(d_out), inp)
+                out = cp.asnumpy(d_out)
+                res = p.check(out, inp)
                 tot += res["mismatches"]
                 mm += res.get("mma_mismatches", 0)
-                first = first or res["first"]
-                first_mma = first_mma or res.get("first_mma_mismatch")
+                first = first or (res["first"] and {"trial": t, **res["first"]})
+                fm = res.get("first_mma_mismatch")
+                first_mma = first_mma or (fm and {"trial": t, **fm})
+                if res["mismatches"] or res.get("mma_mismatches"):
+                    # the raw buffers, so that a failure can be replayed on the host
+                    (out_dir / "dumps").mkdir(exist_ok=True)
+                    f = f"dumps/{p.name}.t{t}.npz"
+                    np.savez(out_dir / f, inp=inp["buf"], out=out, codes=inp["codes"])
+                    dumps.append(f)
         except Exception as e:          # one broken probe must not hide the others
             err = f"{type(e).__name__}: {e}"
-        results.append({"name": p.name, "kind": p.kind, "trials": trials, "mismatches": tot,
+        results.append({"name": p.name, "kind": p.kind, "format": p.format, "trials": trials, "mismatches": tot,
                         "first_mismatch": first, "mma_chained": len(p.mma_chain), "mma_mismatches": mm,
-                        "first_mma_mismatch": first_mma, **({"error": err} if err else {})})
-    summary = {"device": gpu.info.to_dict(), "probes": results,
+                        "first_mma_mismatch": first_mma, **({"dumps": dumps} if dumps else {}),
+                        **({"error": err} if err else {})})
+    summary = {"device": gpu.info.to_dict(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+               "trials": trials, "probes": results,
                "total_mismatches": sum(r["mismatches"] + r["mma_mismatches"] for r in results),
                "errors": sum(1 for r in results if "error" in r), "n_probes": len(results)}
     (out_dir / "transform_probes.json").write_text(json.dumps(summary, indent=1))

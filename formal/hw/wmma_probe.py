@@ -238,17 +238,31 @@ def _round_up(x: int, m: int) -> int:
     return (x + m - 1) // m * m
 
 
-def _padded_stride(view: wmem.MemoryView) -> int:
-    """A legal stride above the default: the default rounded up to the stride modulus, plus one modulus."""
+def _padded_stride(view: wmem.MemoryView, rule: str = "map") -> int:
+    """A legal stride above the default: the default rounded up to a modulus, plus one modulus.
+
+    rule 'text' (run2): the modulus of the alignment rule ('registers' reading).  On the
+    H100 it faulted for wmma.load.a .row .m16n16k16 .shared .s8 (stride 24: a 24-byte
+    pitch; ptxas lowers .shared loads of 8/16-bit A/B fragments to LDSM, which needs
+    16-byte aligned rows).  rule 'map' (default since run3): also a multiple of 16 bytes
+    and legal under both readings, so that the map probes observe every form; what
+    faults is measured separately by :func:`run_wmma_alignment_probes`.
+    """
     g = _stride_modulus(view.etype, view.matrix, view.form.shape, view.layout)
+    if rule == "map":
+        g16 = 128 // math.gcd(128, view.elem_bits)          # elements in 16 bytes
+        g_el = _stride_modulus(view.etype, view.matrix, view.form.shape, view.layout, "elements")
+        g = math.lcm(g, g16, g_el)
+    elif rule != "text":
+        raise ValueError(f"unknown padded-stride rule {rule!r}")
     return _round_up(view.default_stride, g) + g
 
 
 @lru_cache(maxsize=None)
-def _stride_modulus(etype: str, matrix: str, shape: str, layout: str) -> int:
+def _stride_modulus(etype: str, matrix: str, shape: str, layout: str, reading: str | None = None) -> int:
     fam = "load" if matrix != "d" else "store"
     op = f"wmma.{fam}.{matrix}.sync.aligned.{layout}.{shape}.{etype}"
-    s = wmem.legal_strides(op, ptr_align=PRE_BYTES, enumerate_strides=0)
+    s = wmem.legal_strides(op, ptr_align=PRE_BYTES, enumerate_strides=0, reading=reading)
     if s.empty or s.modulus is None:
         raise RuntimeError(f"no legal stride for {op} with a {PRE_BYTES}-byte aligned pointer")
     return s.modulus
@@ -350,14 +364,15 @@ def _variants(form: Form) -> list[tuple[str, str]]:
     return [("padded", "shared")]
 
 
-def memory_probes(kind: str, target: str = TARGET, ptx: str = PTX_VERSION) -> list[Probe]:
-    """Load (kind='load') or store (kind='store') probes for every form legal on target/ptx."""
+def memory_probes(kind: str, target: str = TARGET, ptx: str = PTX_VERSION, padded: str = "map") -> list[Probe]:
+    """Load (kind='load') or store (kind='store') probes for every form legal on target/ptx
+    (`padded`: the padded-stride rule, see :func:`_padded_stride`)."""
     fam = "wmma.load" if kind == "load" else "wmma.store"
     out = []
     for form in _base_forms(fam, target, ptx):
         view = wmem.memory_view(form)
         for variant, window in _variants(form):
-            stride = _padded_stride(view) if variant == "padded" else view.default_stride
+            stride = _padded_stride(view, padded) if variant == "padded" else view.default_stride
             name = _kname("wl" if kind == "load" else "ws", len(out))
             nfoot = view.footprint_elements(stride)
             if kind == "load":
@@ -635,59 +650,664 @@ def pipeline_output(p: Probe, mem_d: np.ndarray) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------------
-# execution backends
+# fault-isolated execution: every job is one kernel launch, run in a worker process
+# (formal/wmma/cuda_worker.py) that owns one CUDA context and stops at its first fault
 
-class CupyBackend:
-    """Loads one PTX module (driver JIT) and launches probes on GPU `device`."""
-
-    def __init__(self, device: int = 0):
-        import cupy as cp
-
-        self.cp = cp
-        cp.cuda.Device(device).use()
-        props = cp.cuda.runtime.getDeviceProperties(device)
-        name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
-        v = cp.cuda.runtime.driverGetVersion()
-        rt = cp.cuda.runtime.runtimeGetVersion()
-        self.info = {"name": name, "compute_capability": f"{props['major']}.{props['minor']}",
-                     "driver": f"{v // 1000}.{(v % 1000) // 10}", "cuda_runtime": f"{rt // 1000}.{(rt % 1000) // 10}",
-                     "cupy": cp.__version__}
-        self.mods: list = []
-        self._tmp = tempfile.mkdtemp(prefix="wmma_probe_")
-
-    def load(self, text: str, tag: str):
-        path = os.path.join(self._tmp, f"{tag}.ptx")
-        Path(path).write_text(text)
-        return self.cp.RawModule(path=path)
-
-    def run(self, mod, p: Probe, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        cp = self.cp
-        k = mod.get_function(p.name)
-        if p.kind == "load":
-            mem = cp.asarray(inputs["mem"])
-            regs = cp.zeros(p.runs * LANES * p.extra["regs"], dtype=_RAW[p.extra["reg_bits"]])
-            k((p.runs,), (LANES,), (mem, regs, np.uint32(p.stride)))
-            cp.cuda.runtime.deviceSynchronize()
-            return {"dump": cp.asnumpy(regs).reshape(p.runs, LANES, p.extra["regs"])}
-        if p.kind == "store":
-            mem = cp.asarray(inputs["mem"])
-            regs = cp.asarray(inputs["regs"].reshape(-1))
-            k((p.runs,), (LANES,), (mem, regs, np.uint32(p.stride)))
-            cp.cuda.runtime.deviceSynchronize()
-            return {"mem": cp.asnumpy(mem)}
-        bufs = [cp.asarray(inputs[k_]) for k_ in ("mem_a", "mem_b", "mem_c", "mem_d")]
-        k((p.runs,), (LANES,), tuple(bufs))
-        cp.cuda.runtime.deviceSynchronize()
-        return {"mem_d": cp.asnumpy(bufs[3])}
+WORKER = Path(__file__).resolve().parent.parent / "wmma" / "cuda_worker.py"
 
 
-def _execute(backend, probes: list[Probe], inputs_of, log) -> tuple[dict, dict]:
-    """Run probes (one module; per-probe modules if the whole module does not load)."""
-    results, errors = {}, {}
-    if not probes:
-        return results, errors
+@dataclass
+class JobRecord:
+    """What happened to one job: ok | fault | load_error | context_error | crash | timeout | not_run | init_error."""
+
+    status: str
+    error: str | None = None
+    seconds: float | None = None
+    attempt: int = 0                   # which worker process ran it (1, 2, ...)
+    isolated: bool = False             # ran in a worker of its own
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _segments(jobs: list[dict], isolate: set[str], workers: int) -> list[list[dict]]:
+    """Jobs in order; each isolated job alone, the others in at most `workers` runs of consecutive jobs."""
+    plain = [j for j in jobs if j["name"] not in isolate]
+    n = max(1, min(workers, len(plain)))
+    size = -(-len(plain) // n) if plain else 0
+    segs = [plain[i:i + size] for i in range(0, len(plain), size)] if plain else []
+    return segs + [[j] for j in jobs if j["name"] in isolate]
+
+
+def run_isolated(jobs: list[dict], root: str | os.PathLike, *, workers: int = 8, isolate: set[str] | None = None,
+                 device: int = 0, deadline_s: float | None = None, child_timeout_s: float = 300.0,
+                 simulate: bool = False, log=None) -> tuple[dict[str, JobRecord], dict]:
+    """Run launch jobs (format: formal/wmma/cuda_worker.py) with exact fault attribution.
+
+    Each worker process runs a segment of jobs in one CUDA context, synchronising and
+    checking after every launch; at the first fault it exits, and a fresh worker takes
+    the rest of the segment.  Jobs named in `isolate` run in a worker of their own.  Up
+    to `workers` processes run at once (a fault kills only its own context).  After
+    `deadline_s` no new worker starts (the jobs left are ``not_run``).  Outputs:
+    ``root/res/<name>.npz``.  Returns ({name: JobRecord}, device info).
+    """
+    import subprocess
+    import threading
+    from collections import deque
+
+    log = log or (lambda s: print(s, file=sys.stderr))
+    root = Path(root)
+    res = root / "res"
+    res.mkdir(parents=True, exist_ok=True)
+    isolate = set(isolate or ())
+    queue = deque(_segments(jobs, isolate, workers))
+    records: dict[str, JobRecord] = {}
+    info: dict = {}
+    lock = threading.Lock()
+    counter = [0]
+    t_end = None if deadline_s is None else time.time() + deadline_s
+
+    def one(seg: list[dict]) -> list[dict]:
+        """Run a worker on `seg`; return the jobs it did not reach."""
+        with lock:
+            counter[0] += 1
+            attempt = counter[0]
+        f = root / "seg" / f"s{attempt:05d}.json"
+        f.parent.mkdir(exist_ok=True)
+        f.write_text(json.dumps({"root": str(root), "jobs": seg}))
+        cmd = [sys.executable, str(WORKER), str(f), str(res), "--device", str(device)] + (["--simulate"] if simulate else [])
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        timed_out = False
+        try:
+            out, err = proc.communicate(timeout=child_timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()                       # our own child, by its handle
+            out, err = proc.communicate()
+            timed_out = True
+        events = []
+        for line in out.splitlines():
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                continue
+        started, done = None, set()
+        iso = len(seg) == 1 and seg[0]["name"] in isolate
+        with lock:
+            for ev in events:
+                if ev.get("event") == "device" and not info:
+                    info.update(ev["info"])
+                elif ev.get("event") == "init_error":
+                    for j in seg:
+                        records[j["name"]] = JobRecord("init_error", ev.get("error"), attempt=attempt, isolated=iso)
+                    log(f"worker {attempt}: no device: {ev.get('error')}")
+                    return []
+                elif ev.get("event") == "start":
+                    started = ev["name"]
+                elif ev.get("event") == "done":
+                    done.add(ev["name"])
+                    records[ev["name"]] = JobRecord(ev["status"], ev.get("error"), ev.get("seconds"), attempt, iso)
+                    if ev["status"] != "ok":
+                        log(f"{ev['name']}: {ev['status']}: {ev.get('error')}")
+            if started is not None and started not in done:
+                why = "timeout" if timed_out else "crash"
+                records[started] = JobRecord(why, f"worker exit {proc.returncode}: {err.strip()[-300:]}",
+                                             attempt=attempt, isolated=iso)
+                done.add(started)
+                log(f"{started}: {why} (worker exit {proc.returncode})")
+            if started is None and proc.returncode not in (0, None):
+                # died before reporting anything: do not loop on it
+                for j in seg:
+                    records[j["name"]] = JobRecord("crash", f"worker exit {proc.returncode}: {err.strip()[-300:]}",
+                                                   attempt=attempt, isolated=iso)
+                return []
+        reached = [i for i, j in enumerate(seg) if j["name"] in done]
+        last = max(reached) if reached else -1
+        return seg[last + 1:]
+
+    def worker_loop() -> None:
+        while True:
+            with lock:
+                if not queue:
+                    return
+                seg = queue.popleft()
+            if t_end is not None and time.time() > t_end:
+                with lock:
+                    for j in seg:
+                        records.setdefault(j["name"], JobRecord("not_run", "deadline"))
+                continue
+            rest = one(seg)
+            if rest:
+                with lock:
+                    queue.appendleft(rest)     # continue the same run of jobs in a fresh context
+
+    threads = [threading.Thread(target=worker_loop) for _ in range(max(1, workers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for j in jobs:
+        records.setdefault(j["name"], JobRecord("not_run", "never reached"))
+    return records, info
+
+
+def _write_job_inputs(root: Path, name: str, arrays: dict[str, np.ndarray]) -> dict[str, str]:
+    (root / "in").mkdir(parents=True, exist_ok=True)
+    out = {}
+    for k, a in arrays.items():
+        rel = f"in/{name}.{k}.npy"
+        np.save(root / rel, np.ascontiguousarray(a).view(np.uint8).reshape(-1))
+        out[k] = rel
+    return out
+
+
+def _write_ptx(root: Path, kernel: str, text: str) -> str:
+    (root / "k").mkdir(parents=True, exist_ok=True)
+    rel = f"k/{kernel}.ptx"
+    p = root / rel
+    if not p.exists():
+        p.write_text(text)
+    return rel
+
+
+def probe_job(p: Probe, inputs: dict[str, np.ndarray], root: Path, target: str = TARGET, ptx: str = PTX_VERSION) -> dict:
+    """The launch job of a load / store / pipeline probe (the kernels of :func:`memory_probes`
+    and :func:`pipeline_probes`, their inputs written under `root`)."""
+    rel = _write_ptx(root, p.name, module_text([p], target, ptx))
+    job = {"name": p.name, "ptx": rel, "kernel": p.name, "grid": p.runs, "block": LANES}
+    if p.kind == "pipeline":
+        files = _write_job_inputs(root, p.name, {k: inputs[k] for k in ("mem_a", "mem_b", "mem_c")})
+        job["bufs"] = [{"name": k, "bytes": int(inputs[k].nbytes), "init": files[k], "align": 1024}
+                       for k in ("mem_a", "mem_b", "mem_c")]
+        job["bufs"].append({"name": "mem_d", "bytes": int(inputs["mem_d"].nbytes), "align": 1024, "out": True})
+        job["args"] = [{"buf": k} for k in ("mem_a", "mem_b", "mem_c", "mem_d")]
+        return job
+    regs_bytes = p.runs * LANES * p.extra["regs"] * p.extra["reg_bits"] // 8
+    if p.kind == "load":
+        files = _write_job_inputs(root, p.name, {"mem": inputs["mem"]})
+        job["bufs"] = [{"name": "mem", "bytes": int(inputs["mem"].nbytes), "init": files["mem"], "align": 1024},
+                       {"name": "regs", "bytes": regs_bytes, "align": 256, "out": True}]
+    else:
+        files = _write_job_inputs(root, p.name, {"mem": inputs["mem"], "regs": inputs["regs"]})
+        job["bufs"] = [{"name": "mem", "bytes": int(inputs["mem"].nbytes), "init": files["mem"], "align": 1024, "out": True},
+                       {"name": "regs", "bytes": regs_bytes, "init": files["regs"], "align": 256}]
+    job["args"] = [{"buf": "mem"}, {"buf": "regs"}, {"u32": int(p.stride)}]
+    return job
+
+
+def probe_result(p: Probe, out: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A job's output buffers as the probe's result arrays (load: dump [R, 32, regs]; store: mem; pipeline: mem_d)."""
+    if p.kind == "load":
+        return {"dump": out["regs"].view(_RAW[p.extra["reg_bits"]]).reshape(p.runs, LANES, p.extra["regs"])}
+    if p.kind == "store":
+        return {"mem": out["mem"]}
+    return {"mem_d": out["mem_d"]}
+
+
+# ----------------------------------------------------------------------------------
+# alignment probes: which base-pointer alignments and strides fault on the device
+#
+# One kernel per (family, state space, pointer window, stride mode); the byte offset
+# added to a 256-aligned base and the stride are kernel parameters, so one kernel serves
+# the whole sweep of its family.  Every probe is one launch; it runs in the fault-isolated
+# executor, so each verdict (ok / fault) belongs to exactly that probe.  A probe that
+# does not fault must also move the right data: memory holds the same random matrix
+# (cells coded by (row, col), padding random per probe) wherever it is placed, so a
+# correct wmma.load gives the same registers in every probe of a family, and a correct
+# wmma.store writes the same cells and nothing else.
+
+ALIGN_PRE = 256                           # the matrix base is buffer + 256 + offset (buffer 1024-aligned)
+ALIGN_OFFSETS = (0, 4, 8, 16, 32, 64)      # bytes past a 256-aligned base
+PITCH_ALIGNS = (1, 2, 4, 8, 16, 32)       # exact power-of-two alignment of the pitch (stride in bytes)
+ALIGN_MODES = ("omitted", "operand")      # stride operand omitted (default, known to ptxas) / a runtime register
+ALIGN_WINDOWS = (("", "global"), ("", "shared"), ("global", "global"), ("shared", "shared"), ("shared::cta", "shared"))
+RUN2_FAILED = ("wl0016", "wl0063", "wp0000")   # the three errors of run2 (2026-11-22), re-run alone
+
+
+def _exact_align(x: int) -> int:
+    """Largest power of two dividing x (x > 0)."""
+    return x & -x
+
+
+@dataclass
+class AlignProbe:
+    name: str            # job name wa00000
+    kernel: str          # wk0000: one per family x (space, window) x mode
+    kind: str            # load | store
+    family: str          # the opcode without state space
+    opcode: str
+    space: str           # '' generic, global, shared, shared::cta
+    window: str          # where the pointer points: global | shared
+    mode: str            # omitted | operand
+    offset: int          # bytes past the 256-aligned base
+    stride: int          # elements (the default when the operand is omitted)
+    pitch_bytes: int     # stride in bytes
+    purpose: str         # offset | pitch
+    legal: dict          # reading -> {"legal": bool, "rules": [...]} (formal.wmma.check_access)
+    run_bytes: int
+    etype: str = ""
+    elem_bits: int = 0
+    regs: int = 0
+    reg_bits: int = 0
+
+    @property
+    def base_align(self) -> int:
+        return _exact_align(ALIGN_PRE + self.offset)
+
+    @property
+    def pitch_align(self) -> int:
+        return _exact_align(self.pitch_bytes) if self.pitch_bytes else 0
+
+    def manifest(self) -> dict:
+        d = asdict(self)
+        d.update(base_align=self.base_align, pitch_align=self.pitch_align)
+        return d
+
+
+def _pitch_strides(view: wmem.MemoryView) -> dict[int, int]:
+    """pitch alignment a -> the smallest stride >= default whose pitch (whole bytes) has exact alignment a."""
+    out = {}
+    for a in PITCH_ALIGNS:
+        s = view.default_stride
+        while s < view.default_stride + 8 * 64:
+            bits = s * view.elem_bits
+            if bits % 8 == 0 and _exact_align(bits // 8) == a:
+                out[a] = s
+                break
+            s += 1
+    return out
+
+
+def _align_verdicts(view: wmem.MemoryView, opcode: str, offset: int, stride: int, omitted: bool) -> dict:
+    ptr = 1 << 20 | (ALIGN_PRE + offset)                # a representative address with the probe's low bits
+    out = {}
+    for rd in wmem.READINGS:
+        r = wmem.check_access(opcode, ptr, None if omitted else stride, reading=rd)
+        out[rd] = {"legal": r.legal, "rules": sorted({v.rule for v in r.violations})}
+    return out
+
+
+def _align_kernel(form: Form, window: str, mode: str, kname: str, run_bytes: int) -> str:
+    """params: p_mem (u64, 1024-aligned buffer of run_bytes), p_regs (u64: [32, regs] words),
+    p_info (u64: lane 0 writes the address given to wmma), p_off (u64), p_stride (u32)."""
+    op = form.operands["r"]
+    rb = op.reg_bits // 8
+    regs = ptxtext.reg_names(form)["r"]
+    sm = window == "shared"
+    body = list(ptxtext.declarations(form)) + _COPY_REGS + [
+        ".reg .b64 %mem, %gmem, %gregs, %ginfo, %sbase, %off, %t64;",
+        ".reg .b32 %lane;",
+        ".reg .pred %p0;",
+        "ld.param.u64 %mem, [p_mem];",
+        "ld.param.u64 %t64, [p_regs];",
+        "cvta.to.global.u64 %gregs, %t64;",
+        "ld.param.u64 %t64, [p_info];",
+        "cvta.to.global.u64 %ginfo, %t64;",
+        "ld.param.u64 %off, [p_off];",
+        "ld.param.u32 %rs, [p_stride];",
+        "mov.u32 %lane, %laneid;",
+        f"mul.wide.u32 %t64, %lane, {op.count * rb};",
+        "add.u64 %gregs, %gregs, %t64;",
+        "cvta.to.global.u64 %gmem, %mem;",
+    ]
+    if sm:
+        body += [f"mov.u64 %sbase, smem_{kname};"]
+        body += _copy_loop("Lin", run_bytes // 4, "%gmem", "%sbase", "ld.global", "st.shared")
+        body += ["bar.sync 0;"]
+    body += _addr_lines(form.space or "", window, "%mem", "%sbase", "%rp")
+    body += [f"add.u64 %rp, %rp, {ALIGN_PRE};", "add.u64 %rp, %rp, %off;",
+             "setp.eq.u32 %p0, %lane, 0;", "@%p0 st.global.u64 [%ginfo], %rp;"]
+    st_t = "f64" if op.reg_bits == 64 else "b32"
+    imm = ptxtext.Immediates(stride=(mode == "operand"))
+    if form.family == "wmma.load":
+        body += [ptxtext.instruction(form, imm)]
+        body += [f"st.global.{st_t} [%gregs+{r * rb}], {regs[r]};" for r in range(op.count)]
+    else:
+        body += [f"ld.global.{st_t} {regs[r]}, [%gregs+{r * rb}];" for r in range(op.count)]
+        body += ["bar.sync 0;", ptxtext.instruction(form, imm)]       # the barrier separates the wmma in SASS
+        if sm:
+            body += ["bar.sync 0;"]
+            body += _copy_loop("Lout", run_bytes // 4, "%sbase", "%gmem", "ld.shared", "st.global")
+    body += ["ret;"]
+    decl = f".shared .align 1024 .b8 smem_{kname}[{run_bytes}];\n" if sm else ""
+    return (decl + f".visible .entry {kname}(.param .u64 p_mem, .param .u64 p_regs, .param .u64 p_info, "
+            f".param .u64 p_off, .param .u32 p_stride)\n{{\n"
+            + "\n".join("  " + b if not b.endswith(":") else b for b in body) + "\n}\n")
+
+
+@dataclass
+class AlignKernel:
+    kernel: str
+    form: Form
+    family: str
+    window: str
+    mode: str
+    run_bytes: int
+    ptx: str = ""
+
+
+def alignment_probes(target: str = TARGET, ptx: str = PTX_VERSION, families=None) -> tuple[list[AlignProbe], list[AlignKernel]]:
+    """The sweep: for every wmma.load/.store family, every (space, window) of ALIGN_WINDOWS and
+    both stride modes, the base offsets ALIGN_OFFSETS at the default stride (mode omitted) or
+    at the canonical stride (mode operand: the default if legal under both readings, else the
+    smallest stride that is), and, in mode operand at offset 0, one stride per pitch
+    alignment in PITCH_ALIGNS (the smallest stride >= default with that exact alignment).
+    `families` (optional): only these family opcodes."""
+    probes: list[AlignProbe] = []
+    kernels: list[AlignKernel] = []
+    by_family: dict[str, list[Form]] = {}
+    for fam in ("wmma.load", "wmma.store"):
+        for f in _base_forms(fam, target, ptx):
+            base = f.opcode.replace(f".{f.space}.", ".") if f.space else f.opcode
+            by_family.setdefault(base, []).append(f)
+    for family, forms in by_family.items():
+        if families is not None and family not in families:
+            continue
+        view = wmem.memory_view(family)
+        canon = safe_stride(view)
+        pitches = _pitch_strides(view)
+        for space, window in ALIGN_WINDOWS:
+            form = next((f for f in forms if (f.space or "") == space), None)
+            if form is None:
+                continue
+            for mode in ALIGN_MODES:
+                pts = [("offset", off, view.default_stride if mode == "omitted" else canon) for off in ALIGN_OFFSETS]
+                if mode == "operand":
+                    pts += [("pitch", 0, s) for a, s in sorted(pitches.items()) if s != canon]
+                max_stride = max(s for _, _, s in pts)
+                foot = (view.footprint_elements(max_stride) * view.elem_bits + 7) // 8
+                run_bytes = _round_up(ALIGN_PRE + max(ALIGN_OFFSETS) + foot + 64, 256)
+                k = AlignKernel(f"wk{len(kernels):04d}", form, family, window, mode, run_bytes)
+                k.ptx = _align_kernel(form, window, mode, k.kernel, run_bytes)
+                kernels.append(k)
+                for purpose, off, s in pts:
+                    probes.append(AlignProbe(f"wa{len(probes):05d}", k.kernel, "load" if form.family == "wmma.load" else "store",
+                                             family, form.opcode, space, window, mode, off, s,
+                                             s * view.elem_bits // 8 if (s * view.elem_bits) % 8 == 0 else 0, purpose,
+                                             _align_verdicts(view, form.opcode, off, s, mode == "omitted"), run_bytes,
+                                             view.etype, view.elem_bits, view.regs, view.reg_bits))
+    return probes, kernels
+
+
+def _family_rng(family: str, what: str) -> np.random.Generator:
+    import hashlib
+    return np.random.default_rng(int.from_bytes(hashlib.sha256(f"{family}|{what}".encode()).digest()[:8], "little"))
+
+
+def align_codes(family: str) -> tuple[np.ndarray, np.ndarray]:
+    """(cell codes [rows, cols] raw elements, store register words [32, regs]) of a family."""
+    view = wmem.memory_view(family)
+    rng = _family_rng(family, "cells")
+    eb = view.elem_bits
+    cells = rng.integers(0, 1 << min(eb, 62), (view.rows, view.cols), dtype=np.uint64)
+    if eb == 64:
+        cells = (cells << np.uint64(2)) | rng.integers(0, 4, cells.shape, dtype=np.uint64)
+    words = _family_rng(family, "regs").integers(0, 1 << min(view.reg_bits, 62), (LANES, view.regs), dtype=np.uint64)
+    return cells, words
+
+
+def _place(view: wmem.MemoryView, buf: np.ndarray, start: int, stride: int, cells: np.ndarray) -> np.ndarray:
+    """buf with the matrix `cells` written at byte `start` (element addresses from the spec)."""
+    n = view.footprint_elements(stride)
+    nbytes = (n * view.elem_bits + 7) // 8
+    region = unpack(buf[start:start + nbytes], view.elem_bits, n)
+    for r in range(view.rows):
+        for c in range(view.cols):
+            region[int(view.index(r, c, stride))] = cells[r, c]
+    out = buf.copy()
+    packed = pack(region, view.elem_bits, nbytes)
+    if (n * view.elem_bits) % 8:                     # keep the bits of the last byte past the footprint
+        keep = np.uint8((0xFF << ((n * view.elem_bits) % 8)) & 0xFF)
+        packed[-1] = (packed[-1] & ~keep) | (buf[start + nbytes - 1] & keep)
+    out[start:start + nbytes] = packed
+    return out
+
+
+def _extract(view: wmem.MemoryView, buf: np.ndarray, start: int, stride: int) -> np.ndarray:
+    n = view.footprint_elements(stride)
+    region = unpack(buf[start:start + (n * view.elem_bits + 7) // 8], view.elem_bits, n)
+    out = np.zeros((view.rows, view.cols), np.uint64)
+    for r in range(view.rows):
+        for c in range(view.cols):
+            out[r, c] = region[int(view.index(r, c, stride))]
+    return out
+
+
+def _cell_mask(view: wmem.MemoryView, nbytes: int, start: int, stride: int) -> np.ndarray:
+    """Bytes of a buffer that hold (part of) a matrix cell."""
+    m = np.zeros(nbytes, bool)
+    for r in range(view.rows):
+        for c in range(view.cols):
+            bit = 8 * start + int(view.index(r, c, stride)) * view.elem_bits
+            m[bit // 8:(bit + view.elem_bits + 7) // 8] = True
+    return m
+
+
+def align_inputs(p: AlignProbe) -> dict[str, np.ndarray]:
+    """mem (random bytes, the family's matrix at the probe's place) and, for stores, the register words."""
+    view = wmem.memory_view(p.family)
+    cells, words = align_codes(p.family)
+    rng = _family_rng(p.name, "padding")
+    mem = rng.integers(0, 256, p.run_bytes, dtype=np.uint8)
+    if p.kind == "load":
+        mem = _place(view, mem, ALIGN_PRE + p.offset, p.stride, cells)
+        return {"mem": mem}
+    return {"mem": mem, "regs": words.astype(_RAW[view.reg_bits])}
+
+
+def align_job(p: AlignProbe, k: AlignKernel, root: Path, target: str = TARGET, ptx: str = PTX_VERSION) -> dict:
+    rel = _write_ptx(root, k.kernel, ptxtext.header(target, ptx) + "\n" + k.ptx)
+    inp = align_inputs(p)
+    files = _write_job_inputs(root, p.name, inp)
+    rbytes = LANES * p.regs * p.reg_bits // 8
+    bufs = [{"name": "mem", "bytes": p.run_bytes, "init": files["mem"], "align": 1024, "out": p.kind == "store"},
+            {"name": "regs", "bytes": rbytes, "align": 256, "out": p.kind == "load"},
+            {"name": "info", "bytes": 8, "align": 256, "out": True}]
+    if p.kind == "store":
+        bufs[1]["init"] = files["regs"]
+    return {"name": p.name, "ptx": rel, "kernel": k.kernel, "grid": 1, "block": LANES, "bufs": bufs,
+            "args": [{"buf": "mem"}, {"buf": "regs"}, {"buf": "info"}, {"u64": p.offset}, {"u32": p.stride}]}
+
+
+def align_outcome(p: AlignProbe, out: dict[str, np.ndarray]) -> dict:
+    """What a probe that did not fault did: the address it used, and (load) its registers /
+    (store) the matrix it wrote and whether it wrote outside the matrix."""
+    view = wmem.memory_view(p.family)
+    addr = int(out["info"].view(np.uint64)[0])
+    res: dict[str, Any] = {"address_low_bits": addr % 1024, "address_offset_ok": (addr - ALIGN_PRE - p.offset) % 1024 == 0}
+    if p.kind == "load":
+        res["regs"] = out["regs"].view(_RAW[p.reg_bits]).reshape(LANES, p.regs)
+        return res
+    before = align_inputs(p)["mem"]
+    after = out["mem"]
+    start = ALIGN_PRE + p.offset
+    res["matrix"] = _extract(view, after, start, p.stride)
+    mask = _cell_mask(view, p.run_bytes, start, p.stride)
+    res["wrote_outside"] = int(((before != after) & ~mask).sum())
+    return res
+
+
+def _rerun_probes(target: str = TARGET, ptx: str = PTX_VERSION) -> tuple[list[Probe], list[Probe]]:
+    """run2's three errors and the other probes legal under one reading only, exactly as run2 built them
+    (padded-stride rule 'text'), and run2's first pipeline kernel (seed 0)."""
+    loads = memory_probes("load", target, ptx, padded="text")
+    risky = [p for p in loads if not all(p.extra["legal_under"].values())]
+    mem = [p for p in loads if p.name in RUN2_FAILED] + [p for p in risky if p.name not in RUN2_FAILED]
+    pipes = [p for p in pipeline_probes(target, ptx, 8) if p.name in RUN2_FAILED]
+    return mem, pipes
+
+
+def run_wmma_alignment_probes(out_dir: str | os.PathLike, *, device: int = 0, workers: int = 8,
+                              deadline_s: float | None = 55.0, families=None, reruns: bool = True,
+                              target: str = TARGET, ptx: str = PTX_VERSION, simulate=None, log=None) -> dict:
+    """The targeted alignment re-run: every probe of :func:`alignment_probes` and the run2
+    re-runs (:func:`_rerun_probes`), each verdict isolated (:func:`run_isolated`).
+
+    Writes ``wmma_alignment.json`` (probes, per-probe status and outcome, analysis by
+    :func:`formal.wmma.alignment.analyse`) and ``wmma_alignment_raw.npz`` (registers of the
+    loads, matrices of the stores, the re-runs' raw data and pipeline arrays).  Probes the
+    SASS survey predicts to fault run in a worker of their own, so the others run without
+    restarts.  Returns the analysis.  `simulate(probe) -> "ok" | "fault"` (tests) replaces
+    the GPU by the stand-in device: a simulated correct device (the family's registers /
+    matrix) that faults where it says.
+    """
+    from ..wmma import alignment as wal
+
+    log = log or (lambda s: print(s, file=sys.stderr))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    probes, kernels = alignment_probes(target, ptx, families)
+    kmap = {k.kernel: k for k in kernels}
+    rmem, rpipe = _rerun_probes(target, ptx) if reruns else ([], [])
+    pred = {p.name: wal.predict(p.manifest()) for p in probes}
+    root = Path(tempfile.mkdtemp(prefix="wmma_align_"))
+    jobs, isolate = [], set()
+    rin: dict[str, dict] = {}
+    for i, p in enumerate(rmem + rpipe):
+        rin[p.name] = pipeline_inputs(p, 0) if p.kind == "pipeline" else _load_inputs_of(p)
+        job = probe_job(p, rin[p.name], root, target, ptx)
+        job["name"] = "rerun." + p.name
+        if simulate is not None:
+            job["sim"] = {"fault": simulate(p) == "fault"}
+        jobs.append(job)
+        isolate.add(job["name"])
+    for p in probes:
+        job = align_job(p, kmap[p.kernel], root, target, ptx)
+        if simulate is not None:
+            job["sim"] = {"fault": simulate(p) == "fault", "out": _write_job_inputs(root, p.name + ".sim", _sim_align_out(p))}
+        if (pred[p.name] or {}).get("fault"):
+            isolate.add(p.name)
+        jobs.append(job)
+    log(f"{len(probes)} alignment probes in {len(kernels)} kernels ({len(isolate) - len(rmem) - len(rpipe)} predicted "
+        f"to fault, run alone) + {len(rmem) + len(rpipe)} run2 re-runs; {workers} workers, deadline {deadline_s} s")
     try:
-        mod = backend.load(module_text(probes), probes[0].kind if probes else "empty")
+        records, info = run_isolated(jobs, root, workers=workers, isolate=isolate, device=device, deadline_s=deadline_s,
+                                     simulate=simulate is not None, log=log)
+        raw: dict[str, np.ndarray] = {}
+        entries = []
+        outcomes: dict[str, dict] = {}
+        for p in probes:
+            rec = records[p.name]
+            e = p.manifest()
+            e.update(status=rec.status, error=rec.error, isolated=rec.isolated, predicted=pred[p.name])
+            if rec.status == "ok":
+                with np.load(root / "res" / f"{p.name}.npz") as z:
+                    o = align_outcome(p, {k: z[k] for k in z.files})
+                outcomes[p.name] = o
+                key = "regs" if p.kind == "load" else "matrix"
+                raw[p.name] = o[key]
+                e.update({k: v for k, v in o.items() if k not in ("regs", "matrix")})
+            entries.append(e)
+        _compare_with_references(probes, entries, outcomes)
+        reruns_out = []
+        for p in rmem + rpipe:
+            rec = records["rerun." + p.name]
+            r = {"name": p.name, "opcode": p.opcode, "kind": p.kind, "stride": p.stride, "variant": p.variant,
+                 "window": p.window, "status": rec.status, "error": rec.error, "legal_under": p.extra.get("legal_under")}
+            if rec.status == "ok":
+                with np.load(root / "res" / f"rerun.{p.name}.npz") as z:
+                    res = probe_result(p, {k: z[k] for k in z.files})
+                if p.kind == "load":
+                    raw[f"rerun.{p.name}"] = res["dump"]
+                    m = decode_load(p, res["dump"])
+                    r["map"] = {"cells": m["cells"], "anomalies": {k: (len(v) if isinstance(v, list) else v)
+                                                                   for k, v in m["anomalies"].items()}}
+                else:
+                    for k in ("A", "B", "C"):
+                        raw[f"rerun.{p.name}.{k}"] = rin[p.name][k]
+                    raw[f"rerun.{p.name}.D"] = pipeline_output(p, res["mem_d"])
+            reruns_out.append(r)
+    finally:
+        import shutil
+        shutil.rmtree(root, ignore_errors=True)
+    meta = {"device": info, "target": target, "ptx": ptx, "align_pre": ALIGN_PRE, "offsets": list(ALIGN_OFFSETS),
+            "pitch_aligns": list(PITCH_ALIGNS), "modes": list(ALIGN_MODES), "windows": [list(w) for w in ALIGN_WINDOWS],
+            "workers": workers, "deadline_s": deadline_s, "simulated": simulate is not None,
+            "time_s": round(time.time() - t0, 2), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "sass_survey": wal.survey_meta(), "execution": _record_summary(records)}
+    doc = {"meta": meta, "kernels": [{"kernel": k.kernel, "family": k.family, "opcode": k.form.opcode, "window": k.window,
+                                      "mode": k.mode, "run_bytes": k.run_bytes} for k in kernels],
+           "probes": entries, "reruns": reruns_out}
+    doc["analysis"] = wal.analyse(doc)
+    np.savez_compressed(out / "wmma_alignment_raw.npz", **raw)
+    (out / "wmma_alignment.json").write_text(json.dumps(doc, indent=1, default=_json_default))
+    log(f"alignment run done in {time.time() - t0:.1f}s: {meta['execution']['status_counts']}; "
+        f"{out / 'wmma_alignment.json'}")
+    return doc["analysis"]
+
+
+def _json_default(x):
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (np.bool_,)):
+        return bool(x)
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    raise TypeError(f"not JSON serialisable: {type(x).__name__}")
+
+
+def _compare_with_references(probes: list[AlignProbe], entries: list[dict], outcomes: dict[str, dict]) -> None:
+    """Mark each probe that did not fault: did it move the family's data (registers / matrix)?
+
+    Reference: the probe of the family at offset 0 with the stride operand omitted through a
+    generic pointer into global memory (legal under every reading), else the first probe of
+    the family that ran."""
+    ref: dict[str, str] = {}
+    for p in probes:
+        if p.name in outcomes and p.family not in ref and p.space == "" and p.window == "global" and p.mode == "omitted" \
+                and p.offset == 0:
+            ref[p.family] = p.name
+    for p in probes:
+        if p.name in outcomes and p.family not in ref:
+            ref[p.family] = p.name
+    for p, e in zip(probes, entries):
+        if p.name not in outcomes:
+            continue
+        r = ref.get(p.family)
+        key = "regs" if p.kind == "load" else "matrix"
+        same = bool(np.array_equal(outcomes[p.name][key], outcomes[r][key]))
+        e["reference"] = r
+        e["data"] = "reference" if r == p.name else ("same" if same else "differs")
+        if p.kind == "store" and outcomes[p.name]["wrote_outside"]:
+            e["data"] = "differs" if e["data"] == "same" else e["data"]
+
+
+def _sim_align_out(p: AlignProbe) -> dict[str, np.ndarray]:
+    """What a correct device returns for an alignment probe (tests): the family's registers
+    under a fixed map (lane-major cells), or the family's matrix written in place."""
+    view = wmem.memory_view(p.family)
+    cells, words = align_codes(p.family)
+    inp = align_inputs(p)
+    addr = np.array([(1 << 40) + ALIGN_PRE + p.offset], np.uint64).view(np.uint8)
+    if p.kind == "load":
+        E = view.regs * view.elems_per_reg
+        flat = cells.reshape(-1)
+        fields = np.stack([flat[(np.arange(E) + lane * E) % flat.size] for lane in range(LANES)])
+        regs = register_words(fields, view.reg_bits, view.elems_per_reg).astype(_RAW[view.reg_bits])
+        return {"regs": np.ascontiguousarray(regs).view(np.uint8).reshape(-1), "info": addr}
+    fields = register_fields(words, view.reg_bits, view.elems_per_reg)
+    E = fields.shape[1]
+    mat = np.zeros((view.rows, view.cols), np.uint64)
+    for lane in range(LANES):
+        for i in range(E):
+            k = lane * E + i
+            if k < view.rows * view.cols:
+                mat[divmod(k, view.cols)] = fields[lane, i]
+    mem = _place(view, inp["mem"], ALIGN_PRE + p.offset, p.stride, mat)
+    return {"mem": mem, "info": addr}
+
+
+# ----------------------------------------------------------------------------------
+# execution: in-process (simulated devices) or fault-isolated (a GPU)
+
+def _execute_inprocess(backend, probes: list[Probe], inputs_of, log) -> tuple[dict, dict[str, JobRecord]]:
+    """Run probes in this process on `backend` (tests: SimulatedBackend; no sticky errors there)."""
+    results: dict = {}
+    records: dict[str, JobRecord] = {}
+    if not probes:
+        return results, records
+    try:
+        mod = backend.load(module_text(probes), probes[0].kind)
         mods = {p.name: mod for p in probes}
     except Exception as e:  # noqa: BLE001 - report and fall back to one module per probe
         log(f"module load failed ({type(e).__name__}: {str(e)[:200]}); loading probes one by one")
@@ -696,18 +1316,49 @@ def _execute(backend, probes: list[Probe], inputs_of, log) -> tuple[dict, dict]:
             try:
                 mods[p.name] = backend.load(module_text([p]), p.name)
             except Exception as e2:  # noqa: BLE001
-                errors[p.name] = f"load: {type(e2).__name__}: {str(e2)[:300]}"
+                records[p.name] = JobRecord("load_error", f"{type(e2).__name__}: {str(e2)[:300]}")
     for p in probes:
         if p.name not in mods:
             continue
         try:
             results[p.name] = backend.run(mods[p.name], p, inputs_of(p))
-        except Exception as e:  # noqa: BLE001 - a sticky CUDA error ends the run; record and stop
-            errors[p.name] = f"run: {type(e).__name__}: {str(e)[:300]}"
-            log(f"{p.name} ({p.opcode}) failed: {errors[p.name]}")
-            if "illegal" in str(e).lower() or "misaligned" in str(e).lower():
-                break
-    return results, errors
+            records[p.name] = JobRecord("ok")
+        except Exception as e:  # noqa: BLE001
+            records[p.name] = JobRecord("fault", f"{type(e).__name__}: {str(e)[:300]}")
+            log(f"{p.name} ({p.opcode}) failed: {records[p.name].error}")
+    return results, records
+
+
+def _job_outputs(p: Probe, res: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Inverse of probe_result: a SimulatedBackend result as the job's output buffers."""
+    if p.kind == "load":
+        return {"regs": np.ascontiguousarray(res["dump"].astype(_RAW[p.extra["reg_bits"]])).view(np.uint8).reshape(-1)}
+    if p.kind == "store":
+        return {"mem": res["mem"]}
+    return {"mem_d": res["mem_d"]}
+
+
+def _execute_isolated(probes: list[Probe], inputs_of, root: Path, *, workers: int, isolate: set[str], device: int,
+                      deadline_s: float | None, simulate=None, sim_faults=(), target: str = TARGET,
+                      ptx: str = PTX_VERSION, log=None) -> tuple[dict, dict[str, JobRecord], dict]:
+    """Run probes as launch jobs in the fault-isolated executor; `simulate` (a SimulatedBackend)
+    computes what the stand-in device returns, and the probes named in `sim_faults` fault."""
+    jobs = []
+    for p in probes:
+        inp = inputs_of(p)
+        job = probe_job(p, inp, root, target, ptx)
+        if simulate is not None:
+            outs = _job_outputs(p, simulate.run(None, p, inp))
+            job["sim"] = {"fault": p.name in set(sim_faults), "out": _write_job_inputs(root, p.name + ".sim", outs)}
+        jobs.append(job)
+    records, info = run_isolated(jobs, root, workers=workers, isolate=isolate, device=device, deadline_s=deadline_s,
+                                 simulate=simulate is not None, log=log)
+    results = {}
+    for p in probes:
+        if records[p.name].status == "ok":
+            with np.load(root / "res" / f"{p.name}.npz") as z:
+                results[p.name] = probe_result(p, {k: z[k] for k in z.files})
+    return results, records, info
 
 
 def _load_inputs_of(p: Probe) -> dict:
@@ -717,74 +1368,98 @@ def _load_inputs_of(p: Probe) -> dict:
     return {"regs": regs, "mem": mem}
 
 
+def _record_summary(records: dict[str, JobRecord]) -> dict:
+    from collections import Counter
+    return {"status_counts": dict(Counter(r.status for r in records.values())),
+            "worker_processes": max((r.attempt for r in records.values()), default=0),
+            "not_ok": {n: r.to_dict() for n, r in records.items() if r.status != "ok"}}
+
+
 def run_wmma_probes(out_dir: str | os.PathLike, *, device: int = 0, seed: int = 0, pipeline_runs: int = 8,
                     backend=None, target: str = TARGET, ptx: str = PTX_VERSION, log=None,
-                    with_pipeline: bool = True, only=None) -> list[Path]:
+                    with_pipeline: bool = True, only=None, workers: int = 8, isolate=None,
+                    deadline_s: float | None = None, simulate=None, sim_faults=(), padded: str = "map") -> list[Path]:
     """Run every probe on the GPU; write raw data, decoded maps and pipeline data to out_dir.
 
-    Phases, each saved before the next starts (a faulting kernel leaves a dead CUDA context,
-    so what may fault runs last): (1) load and store probes legal under both readings of
-    'fragment size'; (2) the pipeline; (3) the probes legal only under the 'elements'
-    reading (the default stride of .f16 m8n32k16 A .col / m32n8k16 B .row).
-    Returns the paths written.  Needs CuPy and a CUDA GPU (``backend`` replaces them in
-    tests; ``only(probe) -> bool`` selects a subset).
+    Execution (default): every probe -- load, store, pipeline -- is one launch job of the
+    fault-isolated executor (:func:`run_isolated`, `workers` CUDA contexts at a time): the
+    launch is synchronised and checked before the next job starts, a fault is recorded for
+    exactly the probe that raised it (``manifest['status']``), and the rest runs on in a
+    fresh context.  Probes that may fault -- legal under one reading of 'fragment size'
+    only (the default stride of .f16 m8n32k16 A .col / m32n8k16 B .row), and the names in
+    `isolate` -- run in a worker of their own.
+
+    ``backend`` (tests: :class:`SimulatedBackend`) runs everything in this process instead;
+    ``simulate`` (a SimulatedBackend) runs the isolated executor with a stand-in device that
+    returns what `simulate` computes and faults on the probes named in `sim_faults`.
+    ``only(probe) -> bool`` selects a subset.  Returns the paths written.
     """
     log = log or (lambda s: print(s, file=sys.stderr))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    backend = backend or CupyBackend(device)
-    info = dict(getattr(backend, "info", {}))
-    mems = memory_probes("load", target, ptx) + memory_probes("store", target, ptx)
+    mems = memory_probes("load", target, ptx, padded) + memory_probes("store", target, ptx, padded)
     pipes = pipeline_probes(target, ptx, pipeline_runs) if with_pipeline else []
     if only is not None:
         mems, pipes = [p for p in mems if only(p)], [p for p in pipes if only(p)]
-    safe = [p for p in mems if all(p.extra["legal_under"].values())]
-    risky = [p for p in mems if not all(p.extra["legal_under"].values())]
-    log(f"{len(safe)} load/store probes, {len(pipes)} pipeline kernels, then {len(risky)} probes legal under one "
-        f"reading only; device {info.get('name', backend)}")
-    raw: dict[str, np.ndarray] = {}
-    errors: dict[str, str] = {}
-    manifest = {"meta": {"device": info, "target": target, "ptx": ptx, "memory_packing": MEMORY_PACKING,
-                         "pre_bytes": PRE_BYTES, "seed": seed, "time_s": None,
-                         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
-                "probes": [p.manifest() for p in safe + risky], "errors": errors}
+    risky = {p.name for p in mems if not all(p.extra["legal_under"].values())}
+    pin = {p.name: pipeline_inputs(p, seed + i) for i, p in enumerate(pipes)}
 
-    def save_memory_phase(res: dict, err: dict) -> None:
-        for name, r in res.items():
-            raw[name] = r["dump"] if "dump" in r else r["mem"]
-        errors.update(err)
-        np.savez_compressed(out / "wmma_probe_raw.npz", **raw)
-        manifest["meta"]["time_s"] = round(time.time() - t0, 2)
-        (out / "wmma_probe_manifest.json").write_text(json.dumps(manifest, indent=1))
+    def inputs_of(p: Probe) -> dict:
+        return pin[p.name] if p.kind == "pipeline" else _load_inputs_of(p)
 
-    save_memory_phase(*_execute(backend, safe, _load_inputs_of, log))
+    probes = mems + pipes
+    log(f"{len(mems)} load/store probes ({len(risky)} legal under one reading only, each run alone), "
+        f"{len(pipes)} pipeline kernels")
+    if backend is not None:
+        info = dict(getattr(backend, "info", {}))
+        results, records = _execute_inprocess(backend, probes, inputs_of, log)
+        execution = {"mode": "in-process", "backend": info.get("name")}
+    else:
+        root = Path(tempfile.mkdtemp(prefix="wmma_jobs_"))
+        try:
+            results, records, info = _execute_isolated(
+                probes, inputs_of, root, workers=workers, isolate=risky | set(isolate or ()), device=device,
+                deadline_s=deadline_s, simulate=simulate, sim_faults=sim_faults, target=target, ptx=ptx, log=log)
+        finally:
+            import shutil
+            shutil.rmtree(root, ignore_errors=True)
+        execution = {"mode": "isolated", "workers": workers, "simulated": simulate is not None}
+    execution.update(_record_summary(records))
+    meta = {"device": info, "target": target, "ptx": ptx, "memory_packing": MEMORY_PACKING, "pre_bytes": PRE_BYTES,
+            "seed": seed, "padded_stride_rule": padded, "time_s": round(time.time() - t0, 2),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "execution": execution}
+    raw = {n: (r["dump"] if "dump" in r else r["mem"]) for n, r in results.items() if n in {p.name for p in mems}}
+    np.savez_compressed(out / "wmma_probe_raw.npz", **raw)
+    manifest = {"meta": meta, "probes": [p.manifest() for p in mems],
+                "status": {p.name: records[p.name].to_dict() for p in mems},
+                "errors": {p.name: f"{records[p.name].status}: {records[p.name].error}" for p in mems
+                           if records[p.name].status != "ok"}}
+    (out / "wmma_probe_manifest.json").write_text(json.dumps(manifest, indent=1))
     paths = [out / "wmma_probe_raw.npz", out / "wmma_probe_manifest.json"]
     if pipes:
-        pin = {p.name: pipeline_inputs(p, seed + i) for i, p in enumerate(pipes)}
-        res_p, err_p = _execute(backend, pipes, lambda p: pin[p.name], log)
         arrays: dict[str, np.ndarray] = {}
         entries = []
         for p in pipes:
-            e = {"kernel": p.name, "opcode": p.opcode, "loads": p.extra["loads"], "store": p.extra["store"],
-                 "strides": p.extra["strides"], "runs": p.runs,
-                 "modes": ["values"] * (p.runs // 2) + ["bits"] * (p.runs - p.runs // 2), "error": err_p.get(p.name)}
+            rec = records[p.name]
+            entries.append({"kernel": p.name, "opcode": p.opcode, "loads": p.extra["loads"], "store": p.extra["store"],
+                            "strides": p.extra["strides"], "runs": p.runs, "seed": seed + pipes.index(p),
+                            "modes": ["values"] * (p.runs // 2) + ["bits"] * (p.runs - p.runs // 2),
+                            "status": rec.status, "error": None if rec.status == "ok" else f"{rec.status}: {rec.error}"})
             for k in ("A", "B", "C"):
                 arrays[f"{p.name}.{k}"] = pin[p.name][k]
-            if p.name in res_p:
-                arrays[f"{p.name}.D"] = pipeline_output(p, res_p[p.name]["mem_d"])
-            entries.append(e)
+            if p.name in results:
+                arrays[f"{p.name}.D"] = pipeline_output(p, results[p.name]["mem_d"])
         np.savez_compressed(out / "wmma_pipeline.npz", **arrays)
         (out / "wmma_pipeline.json").write_text(json.dumps(
-            {"meta": dict(manifest["meta"], seed=seed),
-             "how_to_check": "for each entry: formal.evaluate.evaluate_matrices(opcode, A, B, C) == D (raw element "
-                             "encodings; arrays '<kernel>.A', '.B', '.C', '.D' in wmma_pipeline.npz)",
+            {"meta": meta,
+             "how_to_check": "formal.wmma.check_pipeline_data(DIR): for each entry formal.evaluate_matrices(opcode, A, B, "
+                             "C, arch) == D bit for bit (raw element encodings; arrays '<kernel>.A', '.B', '.C', '.D' in "
+                             "wmma_pipeline.npz)",
              "entries": entries}, indent=1))
         paths += [out / "wmma_pipeline.npz", out / "wmma_pipeline.json"]
-    if risky:
-        save_memory_phase(*_execute(backend, risky, _load_inputs_of, log))
     paths.append(decode_dir(out))
-    log(f"done in {time.time() - t0:.1f}s: {', '.join(str(p) for p in paths)}")
+    log(f"done in {time.time() - t0:.1f}s: {execution['status_counts']}; {', '.join(str(p) for p in paths)}")
     return paths
 
 
@@ -903,15 +1578,47 @@ class SimulatedBackend:
         return {"mem": mem}
 
 
+USAGE = """usage: python -m formal.hw.wmma_probe OUT_DIR [--device N] [--seed S] [--workers W]
+       python -m formal.hw.wmma_probe --alignment OUT_DIR [--device N] [--workers W] [--deadline SECONDS]
+
+OUT_DIR: every load/store map probe and pipeline kernel (fault-isolated; about a minute).
+--alignment: the alignment sweep and the run2 re-runs (about 30-60 s; prints the analysis)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: python -m formal.hw.wmma_probe OUT_DIR [--device N] [--seed S]", file=sys.stderr)
+        print(USAGE, file=sys.stderr)
         return 2
-    out = argv[0]
-    dev = int(argv[argv.index("--device") + 1]) if "--device" in argv else 0
-    seed = int(argv[argv.index("--seed") + 1]) if "--seed" in argv else 0
-    for pth in run_wmma_probes(out, device=dev, seed=seed):
+
+    def opt(name: str, conv, default):
+        if name not in argv:
+            return default
+        i = argv.index(name)
+        try:
+            v = conv(argv[i + 1])
+        except (IndexError, ValueError):
+            print(f"wmma_probe: {name} needs a value", file=sys.stderr)
+            raise SystemExit(2) from None
+        del argv[i:i + 2]
+        return v
+
+    dev = opt("--device", int, 0)
+    seed = opt("--seed", int, 0)
+    workers = opt("--workers", int, 8)
+    deadline = opt("--deadline", float, 55.0)
+    if argv[0] == "--alignment":
+        if len(argv) != 2:
+            print(USAGE, file=sys.stderr)
+            return 2
+        summary = run_wmma_alignment_probes(argv[1], device=dev, workers=workers, deadline_s=deadline)
+        from ..wmma import alignment as wal
+        print(wal.report_text(summary))
+        return 0
+    if len(argv) != 1:
+        print(USAGE, file=sys.stderr)
+        return 2
+    for pth in run_wmma_probes(argv[0], device=dev, seed=seed, workers=workers):
         print(pth)
     return 0
 

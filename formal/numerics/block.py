@@ -11,13 +11,17 @@ parameters of :mod:`formal.numerics.sm90`)::
     step 3   exact products p_k = sig_a*sig_b * 2**(e_a + e_b - 20); alignment exponent
              e_a + e_b even when sig_a*sig_b >= 2**21; zero products take no part.
                                                                        (product_terms)
-    step 4   c is an addend like the products, aligned by its own (f32) exponent.
+    step 4   c is an addend like the products, aligned by its own f32 field exponent
+             (an f16 c on the f16-accumulator path: its f16 field exponent, so a
+             subnormal f16 c is pinned at -14).                       (c_terms)
     step 5   E = max(all alignment exponents); E = max(E, minexp = -133).
     step 6   every addend is cut to the grid 2**(E - 25): m_k = floor(|v_k| / 2**(E-25)),
              then signed (truncation toward zero, per term).
     step 7   S = sum of the m_k, an exact integer (int64).
     step 8   D = round(S * 2**(E - 25)) into f32 with RZ; gradual underflow; overflow
              gives +-Inf even in RZ.                                   (formats.encode)
+             A zero D is +0, whether S = 0 or S != 0 rounds to zero. (_zero_sign,
+             _positive_rounded_zeros)
     step 9   K > n: blocks of n consecutive k; block j+1 takes block j's rounded D as c.
                                                                        (chain)
 
@@ -216,11 +220,14 @@ def value_terms(d: Decoded) -> Terms:
 def c_terms(c_codes, ctype: str, p: BlockFMA) -> Terms:
     """The accumulator input as an addend: read as an f32 when ``p.c_as_f32`` (so its
     alignment exponent is its f32 field exponent, pinned at -126), else with its own
-    format's field exponent.  ``pin_subnormals`` concerns A/B only."""
+    format's field exponent (an f16 c pinned at -14).  ``pin_c = False``: a subnormal c
+    aligns at its leading one instead.  ``pin_subnormals`` concerns A/B only."""
     f = get_format(ctype)
     d = decode(c_codes, f)
     if p.c_as_f32 and f.name != "f32" and f.is_float:
         d = decode(encode(d.neg, d.sig, d.lsb, "f32", "rn", nan=d.nan, inf=d.inf), "f32")
+    if not p.pin_c:
+        d = unpin_subnormals(d)
     return value_terms(d)
 
 
@@ -268,6 +275,19 @@ def _zero_sign(groups: list[Terms], S, rule: str, mode: str):
     return np.where(all_zero, all_neg | (rm & any_neg), rm)
 
 
+def _positive_rounded_zeros(codes, S, out: Format, rule: str):
+    """``rounded_zero_sign``: a nonzero sum S that rounds to a zero result gives +0
+    ("positive"), or keeps the sign of S ("sum", IEEE 754)."""
+    if rule == "sum" or not out.signed:
+        return codes
+    if rule != "positive":
+        raise ValueError(f"rounded_zero_sign {rule!r}")
+    codes = np.asarray(codes)
+    mag = np.asarray((1 << (out.bits - 1)) - 1, codes.dtype)
+    hit = ((codes & mag) == 0) & np.asarray(S != 0, bool)
+    return np.where(hit, codes & mag, codes) if np.any(hit) else codes
+
+
 def block(groups: list[Terms], p: BlockFMA, out, *, mode: str | None = None) -> np.ndarray:
     """One block FMA (steps 1, 5-8) over addend groups (products, c).  Returns codes."""
     out = get_format(out)
@@ -277,7 +297,7 @@ def block(groups: list[Terms], p: BlockFMA, out, *, mode: str | None = None) -> 
     if p.truncation == "none":
         return exact_round(groups, out, mode, overflow=p.overflow, nan_code=p.nan_bits,
                            zero_sign=p.zero_sign, frac_bits=p.out_frac, ftz=p.subnormal_output == "ftz",
-                           specials=sp)
+                           specials=sp, rounded_zero_sign=p.rounded_zero_sign)
     F = p.F
     E = None                                                         # step 5
     for g in groups:
@@ -298,8 +318,9 @@ def block(groups: list[Terms], p: BlockFMA, out, *, mode: str | None = None) -> 
     if sp is not None:
         nan, inf, ninf = sp
         neg = np.where(inf, ninf, neg)
-    return encode(neg, np.abs(S), E - F, out, mode, frac_bits=p.out_frac, overflow=p.overflow,
-                  ftz=p.subnormal_output == "ftz", nan=nan, inf=inf, nan_code=p.nan_bits)
+    codes = encode(neg, np.abs(S), E - F, out, mode, frac_bits=p.out_frac, overflow=p.overflow,
+                   ftz=p.subnormal_output == "ftz", nan=nan, inf=inf, nan_code=p.nan_bits)
+    return _positive_rounded_zeros(codes, S, out, p.rounded_zero_sign)
 
 
 def _window_sum_float(groups: list[Terms], E, F: int, truncation: str):
@@ -366,7 +387,7 @@ def block_after(prod: Terms, c: Terms, p: BlockFMA, out) -> np.ndarray:
     st = Terms(np.where(S == 0, allz, S < 0)[None], np.abs(S)[None], np.where(S == 0, NEG_E, E)[None], F)
     return exact_round([st, c], out, p.rounding, overflow=p.overflow, nan_code=p.nan_bits,
                        zero_sign=p.zero_sign, frac_bits=p.out_frac, ftz=p.subnormal_output == "ftz",
-                       specials=sp)
+                       specials=sp, rounded_zero_sign=p.rounded_zero_sign)
 
 
 # ---------------------------------------------------------------------------
@@ -418,7 +439,7 @@ def exact_sum(groups: list[Terms]):
 
 def exact_round(groups: list[Terms], out: Format, mode: str, *, overflow: str = "ieee",
                 nan_code=None, zero_sign: str = "ieee", frac_bits=None, ftz=False,
-                specials="compute") -> np.ndarray:
+                specials="compute", rounded_zero_sign: str = "sum") -> np.ndarray:
     """Exact sum of all addends rounded once into ``out`` (IEEE specials)."""
     out = get_format(out)
     shape = np.broadcast_shapes(*[g.batch_shape for g in groups])
@@ -436,8 +457,9 @@ def exact_round(groups: list[Terms], out: Format, mode: str, *, overflow: str = 
     if sp is not None:
         nan, inf, ninf = sp
         neg = np.where(inf, ninf, neg)
-    return encode(neg, mag, L, out, mode, frac_bits=frac_bits, overflow=overflow, ftz=ftz,
-                  nan=nan, inf=inf, nan_code=nan_code)
+    codes = encode(neg, mag, L, out, mode, frac_bits=frac_bits, overflow=overflow, ftz=ftz,
+                   nan=nan, inf=inf, nan_code=nan_code)
+    return _positive_rounded_zeros(codes, ~zero, out, rounded_zero_sign)
 
 
 # ---------------------------------------------------------------------------

@@ -31,6 +31,9 @@ SOURCES: Mapping[str, str] = {
     "OCP-MX": "OCP Microscaling Formats (MX) v1.0 (2023)",
     "HW1": "H100 80GB HBM3 capture run1 (2026-11-22; driver 13.0, ptxas 13.0, sm_90a): every register-level "
            "sm_90 mma/mma.sp form x 6 input regimes; tools/compare_capture.py, slice in tests/data/numerics_hw_slice.npz",
+    "HW2": "H100 80GB HBM3 run2 (2026-11-22; driver 580.159.04 / CUDA 13.0, ptxas 13.0, sm_90a): 85 numerics "
+           "probes (formal.hw.numerics_probe), hw-check 262 cases x 12,000 warps (f64 errored), 14,742 edge-case "
+           "vectors (formal.vectors) over 198 forms; slice in tests/data/numerics_run2_slice.json",
     "SASS": "cuobjdump -sass of the harness kernels assembled by ptxas 13.0 for sm_90a (formal.hw.kernels)",
     "NOTES": "/work/shared/reference/numerics.md (project research notes; re-implementation of [KM25] "
              "reproduced all 240,000 published hardware vectors)",
@@ -48,12 +51,14 @@ class BlockFMA:
     2. decode inputs without normalising (``pin_subnormals``).
     3. exact products with alignment exponent ``e_a + e_b`` (``normalise_products``);
        zero products take no part.
-    4. c is an ordinary addend (``c_entry``), aligned by its own exponent (``c_as_f32``).
+    4. c is an ordinary addend (``c_entry``), aligned by its field exponent in the format it
+       is read as (``c_as_f32``; subnormals at that format's emin unless ``pin_c`` is off).
     5. E = max(all alignment exponents, ``minexp``).
     6. every addend truncated to the grid 2**(E - F) (``truncation``).
     7. exact integer sum S.
     8. one rounding of S * 2**(E - F) into the output (``rounding``, ``out_frac``,
-       ``overflow``, ``subnormal_output``, ``zero_sign``).
+       ``overflow``, ``subnormal_output``); the sign of a zero result: ``zero_sign`` when
+       S = 0, ``rounded_zero_sign`` when S != 0 rounds to zero.
     9. K > n: consecutive blocks k = 0..n-1, n..2n-1, ...; the first takes c, each later
        one takes the previous block's rounded output as its c.
     """
@@ -65,9 +70,14 @@ class BlockFMA:
     out_frac: int | None = None    # fraction bits of the output (None: the dtype's own)
     overflow: str = "inf"          # "inf": +-Inf even when rounding is RZ; "ieee"; "satfinite"
     nan_bits: int | None = None    # output NaN encoding (None: the format's canonical all-ones)
-    zero_sign: str = "positive"    # sign of an exact-zero result: "positive" (+0 always) | "ieee"
+    zero_sign: str = "positive"    # sign of a zero result from an exact-zero sum S: "positive" (+0) | "ieee"
+    rounded_zero_sign: str = "sum"  # sign of a zero result from a NONZERO sum (it rounds to zero):
+                                   #   "sum" (the sum's sign, as IEEE 754) | "positive" (+0)
     pin_subnormals: bool = True    # subnormal inputs align at emin (True) or at their leading one
-    c_as_f32: bool = True          # c (or a chained partial) is read as an f32 (f16 c: true exponent)
+    c_as_f32: bool = True          # c (or a chained partial) is read as an f32 (an f16 c: its f32 exponent,
+                                   #   so a subnormal f16 c aligns at its leading one) | in its own format
+    pin_c: bool = True             # a subnormal c (in the format it is read as) aligns at that format's
+                                   #   emin (True) or at its leading one (False)
     truncation: str = "magnitude"  # per-term alignment: "magnitude" (toward 0) | "floor" | "none" (exact)
     normalise_products: bool = False  # alignment exponent of a product = its leading one
     c_entry: str = "window"        # "window": c is an addend of the first block; "after": c added

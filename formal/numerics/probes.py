@@ -264,10 +264,17 @@ def _probes() -> list[Probe]:
               1.0, {"sm_90": SM90, "RZ": _v("f16.f16", "rz", rounding="rz")}, 0x3C01))
     add(Probe("R", "subnormal inputs align at emin", F16_F32, {0: p2(-24), 1: p2(-24)}, {0: 1.0, 1: p2(-16)}, 0.0,
               {"sm_90": SM90, "true exponents": _v(hm, "unpinned", pin_subnormals=False)}, 0x33800000))
-    add(Probe("R16", "subnormal f16 c read at its true exponent", F16_F16, {0: p2(-12), 1: p2(-24)},
+    add(Probe("R16", "a subnormal f16 c aligns at emin -14 (f16 accumulator)", F16_F16, {0: p2(-12), 1: p2(-24)},
               {0: p2(-13), 1: p2(-20)}, p2(-23),
-              {"sm_90": SM90, "c pinned at -14": _v("f16.f16", "pinned c", c_as_f32=False)}, None,
-              "c = 2^-23 (f16 subnormal) + 2^-25 + 2^-44: 2.5 ulp tie unless 2^-44 survives"))
+              {"sm_90": SM90, "c at its true exponent (read as f32)": _v("f16.f16", "c as f32", c_as_f32=True)},
+              0x0002,
+              "c = 2^-23 (f16 subnormal) + 2^-25 + 2^-44: c at -14 makes E = -14 and cuts 2^-44, leaving a "
+              "2.5 ulp tie (-> 2); c at -23 keeps E = -21 and 2^-44 breaks the tie (-> 3). Silicon (run2): 2"))
+    add(Probe("R32", "a subnormal f32 c aligns at emin -126 (bf16 -> f32)", BF16_F32, {0: -p2(-78)}, {0: p2(-77)},
+              p2(-133),
+              {"sm_90": SM90, "c at its leading one": _v("bf16.f32", "c unpinned", pin_c=False)}, 0x00010000,
+              "c = 2^-133 at -126 gives E = -126 and cuts the -2^-155 product (D = c); at -133 the product "
+              "stays and RZ gives 2^-133 - 2^-149"))
     tm = "tf32.f32"
     add(Probe("K1", "tf32: low 13 bits ignored", TF32_K8, {0: Bits(0x3F801800)}, {0: 1.0}, 0.0,
               {"sm_90": SM90, "RN conversion": _v(tm, "rn", tf32_conversion="rn")}, 0x3F800000))
@@ -381,6 +388,17 @@ def _probes() -> list[Probe]:
               {"sm_90": SM90, "IEEE zero signs": _v("tf32.f32", "ieee zeros", zero_sign="ieee")}, 0))
     add(Probe("S2h", "f16 accumulator: all products -0, c = -0", F16_F16, {k: -1.0 for k in range(16)}, {}, -0.0,
               {"sm_90": SM90, "IEEE zero signs": _v("f16.f16", "ieee zeros", zero_sign="ieee")}, 0))
+    # a NONZERO window sum that rounds to zero (run2 vectors: +0 on the f16 accumulator)
+    add(Probe("S2u16", "f16 accumulator: -2^-26 (nonzero) rounds to zero, c = -0", F16_F16, {0: -p2(-12)},
+              {0: p2(-14)}, -0.0,
+              {"sm_90": SM90, "the sum's sign (IEEE)": _v("f16.f16", "signed", rounded_zero_sign="sum")}, 0x0000))
+    add(Probe("S2u", "bf16 -> f32: -2^-150 (nonzero) truncates to zero, c = -0", BF16_F32, {0: -p2(-75)},
+              {0: p2(-75)}, -0.0,
+              {"sm_90": SM90, "the sum's sign (IEEE)": _v("bf16.f32", "signed", rounded_zero_sign="sum")}, 0x00000000,
+              "E = -133 keeps -2^-150 in the window (grid 2^-158); RZ into f32 gives a zero"))
+    add(Probe("S2utf", "tf32 -> f32: -2^-150 (nonzero) truncates to zero, c = -0", TF32_K8, {0: -p2(-75)},
+              {0: p2(-75)}, -0.0,
+              {"sm_90": SM90, "the sum's sign (IEEE)": _v("tf32.f32", "signed", rounded_zero_sign="sum")}, 0x00000000))
     add(Probe("S2f64", "f64: -0 products onto c = -0 stay -0 (IEEE FMA)", F64_K4, {k: -1.0 for k in range(4)}, {},
               -0.0, {"sm_90": SM90, "+0": 0}, 0x8000000000000000))
     # m8n8k4 .f16 on the FMA pipe: the chain's first step (sign of zero only)

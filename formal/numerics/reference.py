@@ -309,6 +309,8 @@ def block1(products, c: Val, p: BlockFMA, out, *, c_from: str) -> int:
     # c as an addend: its alignment exponent
     if c.mag != 0:
         ce = _f32_field_exp(c.mag) if p.c_as_f32 else c.exp
+        if not p.pin_c:   # a subnormal c aligns at its leading one
+            ce = min(ce, floor_log2(c.mag))
     addends = [(n, v, e) for (n, v, e) in plist]
     cterm = (c.neg, c.mag, ce if c.mag != 0 else None)
     zero_terms = [(n, v) for (n, v, _) in addends] + [(c.neg, c.mag)]
@@ -348,8 +350,13 @@ def block1(products, c: Val, p: BlockFMA, out, *, c_from: str) -> int:
 
 def _round_out(total, zero_terms, p: BlockFMA, out) -> int:
     zneg = _zero_result_sign(zero_terms, p.zero_sign, p.rounding) if total == 0 else False
-    return encode1(total, out, p.rounding, frac_bits=p.out_frac, overflow=p.overflow,
+    code = encode1(total, out, p.rounding, frac_bits=p.out_frac, overflow=p.overflow,
                    ftz=p.subnormal_output == "ftz", zero_neg=zneg, nan_code=p.nan_bits)
+    f = get_format(out)
+    sign = 1 << (f.bits - 1)
+    if total != 0 and p.rounded_zero_sign == "positive" and f.signed and code & ~sign == 0:
+        code = 0   # a nonzero sum that rounds to zero: +0
+    return code
 
 
 def _product_list(avals, bvals, p: BlockFMA, scales=None):

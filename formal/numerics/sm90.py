@@ -11,7 +11,11 @@ Per instruction (numerics.md §3):
 ``mma.sync`` / ``wmma`` f16 or bf16 -> f32 (SASS HMMA.16816 / HMMA.1688)
     BLOCK(n=16, F=25, minexp=-133, RZ, 23 fraction bits); m16n8k8 is one 8-term block.
 f16 -> f16
-    BLOCK(n=16, F=25, minexp=-21, RNE, 10 fraction bits); c is read as an f32.
+    BLOCK(n=16, F=25, minexp=-21, RNE, 10 fraction bits); c is read as an f16, so a
+    subnormal c aligns at exponent -14 (silicon, run2 probe R16).
+Zero results of every HMMA block are +0: an exact-zero sum, and (f16 accumulator: silicon,
+    run2 vectors; f32 accumulator: by analogy, probes S2u/S2utf) a nonzero sum that
+    rounds to zero.
 m8n8k4 .f16 (all layouts and c/d types): *not on the tensor core* -- ptxas emits FP32
     FMA-pipe code (:class:`~formal.numerics.params.FmaPipe`).  f32 D: one FFMA chain
     k = 0..3 from +0, then FADD c; f16 D: (FMUL+FFMA over k 0,1), (FMUL+FFMA over k 2,3),
@@ -42,34 +46,51 @@ from .params import (ArchModel, BlockFMA, Emulated, FmaChain, FmaPipe, IntegerDo
 # ---- the f16-family tensor-core blocks ------------------------------------------------
 
 HMMA_F32 = BlockFMA(
-    n=16,              # HIGH: [KM25] data; n=8 fails 637/2000 H100 f16 vectors (numerics.md §2.2)
-    F=25,              # HIGH: 23 + 2 extra alignment bits ([KM25], [FTTN] >=2, [huweim] 25-bit, [dfyz])
-    minexp=-133,       # HIGH for bf16 ([KM25] issue #7 value 0x1.6p-146), MED for f16
-    rounding="rz",     # HIGH: final normalisation truncates ([FHMP21], [KM25])
+    n=16,              # HIGH: silicon (run2 probes D8-D15 refute n=8, D4-D7 n=4) + [KM25] data
+    F=25,              # HIGH: silicon (run2 probe A refutes F=26; run1 refutes F=24) + [KM25], [FTTN], [huweim]
+    minexp=-133,       # HIGH: silicon (run2 probes G158 refutes -132, G159 refutes -134; bf16) + [KM25]
+                       #   issue #7 (0x1.6p-146).  Unobservable with f16 inputs: their products align at
+                       #   >= -28 and an f32 c at >= -126, so the floor never binds there
+    rounding="rz",     # HIGH: silicon (run2 probe C refutes RNE; run1 47,138 registers) + [FHMP21], [KM25]
     out_frac=None,     # 23: full f32
-    overflow="inf",    # MED: [KM25]'s exceptional-case script asserts Inf (probes H1/H2)
-    nan_bits=0x7FFFFFFF,   # HIGH: silicon (H100 run1: all 42,651 f16 / 22,314 bf16 NaN outputs are 0x7FFFFFFF)
-    zero_sign="positive",  # LOW: [KM25] model returns +0; run1 has no exact-zero sum (probe S2)
-    pin_subnormals=True,   # HIGH that subnormals are supported, pinning MED (probe R)
-    c_as_f32=True,
-    truncation="magnitude",  # HIGH: floor variant fails 340-408/2000 vectors
-    normalise_products=False,  # HIGH: normalised variant fails 159/2000
-    c_entry="window",      # HIGH: late-c fails 89/2000
+    overflow="inf",    # HIGH: silicon (run2 probe H1 (bf16): +Inf, IEEE RZ max-finite refuted; H2 no overflow)
+    nan_bits=0x7FFFFFFF,   # HIGH: silicon (run1: all 42,651 f16 / 22,314 bf16 NaN outputs; run2 S1a-S1f)
+    zero_sign="positive",  # HIGH: silicon (run2 probes S2i cancellation, S2ii c=-0, S2iii -0 products and
+                           #   c=-0, S2bf (bf16): all +0; IEEE signs refuted by S2iii/S2bf)
+    rounded_zero_sign="positive",  # LOW: by analogy with the f16 accumulator (silicon, run2 vectors:
+                           #   a nonzero sum that rounds to zero gives +0); reachable only from bf16/tf32
+                           #   inputs (f16 products and f32 c keep |S| >= 2^-149); probes S2u, S2utf
+    pin_subnormals=True,   # HIGH: silicon (run2 probe R refutes true exponents; run1 3 registers)
+    c_as_f32=True,         # c is an f32 here; a subnormal f32 c aligns at -126 (pin_c; probe R32)
+    pin_c=True,
+    truncation="magnitude",  # HIGH: silicon (run2 probe B refutes floor and RZ of the exact sum; run1)
+    normalise_products=False,  # HIGH: silicon (run2 probe F refutes normalised products)
+    c_entry="window",      # HIGH: silicon (run2 probe E1 refutes late c; run1 73,522 registers)
     subnormal_output="gradual",
     evidence="HIGH: silicon (H100 run1, 2304 warps each of f16 and bf16, 14 forms incl. sparse, 6 regimes, "
              "bit-exact; refutes F=24/26, n=8, RNE, floor truncation, late c, normalised/unpinned subnormals, "
-             "NaN 0x7FC00000, and for bf16 IEEE RZ overflow) and [KM25] H100/H200 data (NOTES §2.2); "
-             "minexp (-132/-133/-134 agree on all run1 data) MED, probes G*; zero sign LOW (no exact zero "
-             "in run1; probes S2)",
+             "NaN 0x7FC00000, and for bf16 IEEE RZ overflow; run2: 44 probes A-H3, R, S1*, S2* agree, "
+             "hw-check 2,904,000 warps over all non-f64 forms bit-exact) and [KM25] H100/H200 data "
+             "(NOTES §2.2). Open (LOW): the sign of a nonzero bf16/tf32 sum that rounds to zero (probes "
+             "S2u, S2utf) and a subnormal f32 c's alignment (probe R32)",
 )
 
 HMMA_F16 = HMMA_F32.but(
-    minexp=-21,        # MED: regularity minexp = emin_out - 5 - neab ([KM25] model); probe
-    rounding="rn",     # HIGH: f16 accumulators round to nearest even ([KM25] data)
+    minexp=-21,        # HIGH: silicon (run2 probes G16 refutes no floor / -23, G16_46 refutes -20,
+                       #   G16_47 refutes -22) = emin_out - 5 - neab ([KM25] model)
+    rounding="rn",     # HIGH: silicon (run2 probe P refutes RZ) + [KM25] data
     nan_bits=0x7FFF,   # HIGH: silicon (H100 run1: all 43,199 NaN outputs are 0x7FFF)
+    c_as_f32=False,    # HIGH: silicon (run2 probe R16: c = 2^-23, an f16 subnormal, aligns at -14, so
+                       #   a 2^-44 product is cut from the window: observed 0x0002; c read as an f32
+                       #   (its true exponent -23) predicts 0x0003)
+    rounded_zero_sign="positive",  # HIGH: silicon (run2 vectors: 6 forms, m16n8k8/k16 dense and sparse,
+                       #   a = (2^-24, 1023*2^-24), b = (2^-24, -1023*2^-24), c = +0: S = -1046528*2^-48
+                       #   rounds to zero, silicon +0, the sum's sign -0)
     evidence="HIGH: silicon (H100 run1, 2304 warps, 14 forms, bit-exact; refutes NaN 0x7E00 and "
-             "saturating overflow) and [KM25] H100 f16 data; minexp (-20/-21/-22 agree on run1) and the "
-             "subnormal f16 c MED (probes G16*, R16); zero sign LOW (no exact zero in run1; probes S2)",
+             "saturating overflow; run2: probes G16, G16_46, G16_47 fix minexp = -21, P (RNE), H16 "
+             "(overflow to Inf), R16 (a subnormal f16 c aligns at -14), S2h (+0); the run2 vectors "
+             "(593 on the 6 f16-accumulator HMMA forms) fix the +0 of a nonzero sum that rounds to zero) and "
+             "[KM25] H100 f16 data",
 )
 
 TF32_F32 = HMMA_F32.but(
@@ -79,7 +100,9 @@ TF32_F32 = HMMA_F32.but(
     evidence="HIGH: silicon (H100 run1, 2304 warps, m16n8k4/k8 dense + sparse, bit-exact; refutes n=4, "
              "RN conversion of the f32 container (115,538 registers), NaN kept from the low 13 bits "
              "(3,721 registers: a NaN whose payload is only in the dropped bits is read as Inf), NaN "
-             "0x7FC00000) and [KM25] data; zero sign LOW (probes S2)",
+             "0x7FC00000; run2 probes K1, K1k4 (truncation), K2 (blind NaN), DT4/DT5/DT7 (n=8, n=4 "
+             "refuted), S2tf (+0 for -0 products and c = -0)) and [KM25] data. Open (LOW): the sign of "
+             "a nonzero sum that rounds to zero (probe S2utf)",
 )
 
 FP8_EMULATION_F32 = Emulated(
@@ -93,16 +116,19 @@ FP8_EMULATION_F32 = Emulated(
     add_nan_bits=0x7FFFFFFF,
     evidence="HIGH: silicon (H100 run1, 3456 warps, 16 forms: m16n8k16/k32 dense and m16n8k64 sparse, every "
              "e4m3/e5m2 pair, 6 regimes, bit-exact; one 16-k group for m16n8k16 refuted by 4,412 registers, "
-             "c in the first HMMA by 50,686) + SASS (F2FP unpack, HMMA.1688 x2 for k16, HMMA.16816 x2 for "
-             "k32, FADD c last)",
+             "c in the first HMMA by 50,686; run2 probes M1, M2, M3, L3 (k mod 4 groups, c added last in "
+             "RN, all bits of c kept), M16 (two HMMA.1688 for m16n8k16), S2f8 (+0) agree) + SASS (F2FP "
+             "unpack, HMMA.1688 x2 for k16, HMMA.16816 x2 for k32, FADD c last)",
 )
 
 FP8_EMULATION_F16 = FP8_EMULATION_F32.but(
     hmma=HMMA_F16,
     add_nan_bits=0x7FFF,
     evidence="HIGH: silicon (H100 run1, 2304 warps, 8 forms m16n8k16/k32, 6 regimes, bit-exact; one 16-k "
-             "group for m16n8k16 refuted by 14,837 registers) + SASS (HMMA.1688.F16 x2 / HMMA.16816.F16 x2, "
-             "HADD2 c last); [KM25]-derived NOTES §3.4 data agrees for m16n8k32",
+             "group for m16n8k16 refuted by 14,837 registers; run2 probe M2h agrees) + SASS (HMMA.1688.F16 "
+             "x2 / HMMA.16816.F16 x2, HADD2 c last); [KM25]-derived NOTES §3.4 data agrees for m16n8k32. "
+             "The HMMAs are HMMA_F16 (c pinned, +0 zeros); an intermediate zero's sign cannot reach D "
+             "(a zero c takes no part in the next HMMA, whose own zero is +0)",
 )
 
 # m8n8k4 .f16 on sm_90 is NOT a tensor-core instruction: ptxas (13.0, sm_90a) emits
@@ -114,8 +140,9 @@ M8N8K4_F32 = FmaPipe(
     nan_bits=0x7FFFFFFF,       # FFMA/FADD canonical NaN
     evidence="HIGH: silicon (H100 run1, 2304 warps x 4 products, 4 layouts x 2 c types x 6 regimes, "
              "bit-exact; the tensor-core block refuted by 167,999 registers, a 2+2 split by 84,847, a "
-             "descending chain by 59,313) + SASS (FFMA chain k=0..3 from RZ, then FADD c + chain); "
-             "start FFMA(.,.,RZ) vs FMUL (sign of zero) from SASS only",
+             "descending chain by 59,313) + SASS (FFMA chain k=0..3 from RZ, then FADD c + chain); run2 "
+             "probes Z4 (-0 products and c = -0 give +0: FFMA from +0, FMUL first refuted) and O4 "
+             "(ascending chain; one tensor-core block and a descending chain refuted)",
 )
 
 M8N8K4_F16 = M8N8K4_F32.but(
@@ -123,8 +150,9 @@ M8N8K4_F16 = M8N8K4_F32.but(
     start="mul",
     out_nan_bits=0x7FFF,
     evidence="HIGH: silicon (H100 run1, 1152 warps x 4 products, 4 layouts x 6 regimes, bit-exact; the "
-             "tensor-core block refuted by 18 registers, one f32 chain by 14) + SASS (two FMUL+FFMA pairs, "
-             "FADD(FADD(c, p01), p23) in f32, F2FP.F16.F32 round to nearest even)",
+             "tensor-core block refuted by 18 registers, one f32 chain by 14; run2 probe Z4h: -0 products "
+             "and c = -0 give -0, so each pair starts with FMUL, FFMA(.,.,+0) refuted) + SASS (two "
+             "FMUL+FFMA pairs, FADD(FADD(c, p01), p23) in f32, F2FP.F16.F32 round to nearest even)",
 )
 
 F64_CHAIN = FmaChain(
@@ -137,26 +165,33 @@ F64_CHAIN = FmaChain(
              "bit-exact; descending order refuted by 234,526 registers, c last by 213,062, a canonical NaN "
              "by all 33,389 NaN outputs, other NaN priorities by 2,384-2,614, a positive default NaN by "
              "949); .rz/.rm/.rp honoured (89,684-112,730 of 129,024 registers each differ from .rn); each "
-             "step one correctly rounded FMA (PTX text; [FHMP21] A100). SASS: DMMA.8 / DMMA.16",
+             "step one correctly rounded FMA (PTX text; [FHMP21] A100); run2 probes D64rn/rz/rm/rp, "
+             "N64a-N64e (NaN rule: canonical, a-before-b and a positive default NaN refuted again) and "
+             "S2f64 (-0 kept, IEEE) agree; the order probes D64* errored (numpy 2.5 in the harness) and "
+             "wait for the next run. SASS: DMMA.8 / DMMA.16",
 )
 
 INTEGER = IntegerDot(
     saturation="final",
     evidence="HIGH: silicon (H100 run1, 3456 warps, 144 s8/u8/s4/u4 forms dense + sparse, bit-exact; 6,371 "
-             "registers refute per-step saturation) + SASS (int4 forms run on s8 IMMA after sign/zero "
+             "registers refute per-step saturation; run2 probes I1 (wrap), I2 (final clamp, per-step "
+             "refuted), I3 (s4 sign extension)) + SASS (int4 forms run on s8 IMMA after sign/zero "
              "extension; .satfinite = IADD of the IMMA partial sums to c, then SEL clamps on signed "
              "overflow: the exact final sum is clamped) + PTX text",
 )
 
-POPC = Popc(evidence="HIGH: silicon (H100 run1, 144 warps, 6 forms bit-exact) + SASS (.xor is emulated: "
+POPC = Popc(evidence="HIGH: silicon (H100 run1, 144 warps, 6 forms bit-exact; run2 probe I4) + SASS (.xor is "
+                     "emulated: "
                      "BMMA.AND.POPC(a, ~b) + BMMA.AND.POPC(~a, b) + c; .and is one BMMA.AND.POPC)")
 
 SM90 = ArchModel(
     name="sm_90",
     evidence="H100/H200. Silicon: every register-level sm_90 mma/mma.sp form reproduced bit for bit on "
-             "H100 run1 (27,792 warps, 6 input regimes; tools/compare_capture.py); [KM25] published "
-             "vectors agree. Open: zero signs, minexp floors, block boundaries (probes)",
-    sources=("HW1", "SASS", "KM25", "FHMP21", "FTTN", "dfyz", "huweim", "CUT1986", "SA2", "DSV3", "PTX", "NOTES"),
+             "H100 run1 (27,792 warps, 6 input regimes; tools/compare_capture.py) and run2 (hw-check "
+             "2,904,000 warps over 242 non-f64 cases; 80 probes; 14,742 edge-case vectors); [KM25] "
+             "published vectors agree. Open: f64 order probes (run1 decides), the sign of a bf16/tf32 sum "
+             "that rounds to zero and a subnormal f32 c (probes S2u, S2utf, R32)",
+    sources=("HW1", "HW2", "SASS", "KM25", "FHMP21", "FTTN", "dfyz", "huweim", "CUT1986", "SA2", "DSV3", "PTX", "NOTES"),
     paths=MappingProxyType({
         "f16.f32": HMMA_F32,
         "bf16.f32": HMMA_F32,

@@ -555,6 +555,7 @@ class CvtPack(Step):
         if len(rest) != 2:
             raise TransformError(f"{text}: expected cvt{{.rnd}}{{.relu}}{{.satfinite}}.dtype.atype")
         env = {"dtype": rest[0], "atype": rest[1]}
+        self.dtype, self.atype = rest[0], rest[1]     # the probe encodes elements in these formats
         es = [e for e in movement_spec()["pack"] if _F(e["when"]).eval(env)]
         if len(es) != 1:
             raise TransformError(f"{text}: only the packing conversions .f16x2.f32 / .bf16x2.f32 are movements "

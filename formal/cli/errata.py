@@ -1,0 +1,48 @@
+"""``ptx-formal errata``: the project's errata list (silicon / ptxas / text)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..catalog import BadArgument
+
+
+def cmd_errata(args) -> int:
+    from ..errata import SOURCES, all_errata, markdown
+
+    es = all_errata()
+    if args.source:
+        labels = [l for l, _ in SOURCES]
+        if args.source not in labels:
+            raise BadArgument(f"unknown source {args.source!r}; known: {', '.join(labels)}")
+        es = [e for e in es if e.source == args.source]
+    if args.id:
+        es = [e for e in es if e.id == args.id]
+        if not es:
+            raise BadArgument(f"no erratum with id {args.id!r}")
+    if args.write:
+        path = Path(args.write)
+        path.write_text(markdown(all_errata()))
+        print(f"wrote {path}")
+        return 0
+    if args.json:
+        print(json.dumps([e.to_dict() for e in es], indent=1))
+    elif args.id:
+        print(markdown(es))
+    else:
+        for e in es:
+            print(f"{e.id:34s} {e.source:12s} {e.kind:15s} {e.summary[:110]}")
+        print(f"# {len(es)} errata")
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("errata", help="the errata list: where silicon, ptxas and the PTX text disagree",
+                       description="Every erratum of the project (specs/errata*.toml, wmma memory readings, "
+                                   "silicon findings) with the evidence; --write FILE regenerates proofs/ERRATA.md.")
+    p.add_argument("--source", default=None, help="ptxas/text, layout text, wmma memory or silicon")
+    p.add_argument("--id", default=None, help="show one erratum in full")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--write", default=None, metavar="FILE", help="write the markdown list (proofs/ERRATA.md)")
+    p.set_defaults(func=cmd_errata)
