@@ -66,6 +66,36 @@ def main(quick: bool = False) -> None:
             W.run_wmma_probes(d, backend=W.SimulatedBackend(maps_for), log=lambda s: None, with_pipeline=not quick,
                               only=(lambda p: "m16n16k16" in p.opcode) if quick else None)
     timed("probe host side end to end (simulated device)", sim, [0], rows)
+
+    # alignment sweep: host side, and the fault-isolated executor's own cost per job and per fault
+    from pathlib import Path
+
+    from formal.wmma import alignment as A
+    from formal.wmma import pipeline as PL
+    from formal.specdata import spec_dir
+
+    timed("alignment_probes (7118 probes, 798 kernels)", lambda _: W.alignment_probes(), [0], rows)
+    probes, _ = W.alignment_probes()
+    timed("SASS-model predictions (per probe)", lambda p: A.predict(p.manifest()), probes[:2000], rows)
+
+    def executor(mode: str, n: int, faults: int):
+        with tempfile.TemporaryDirectory() as d:
+            root = Path(d)
+            (root / "k").mkdir()
+            (root / "k" / "x.ptx").write_text("//")
+            jobs = []
+            for i in range(n):
+                refs = W._write_job_inputs(root, f"j{i}", {"m": np.zeros(64, np.uint8)})
+                jobs.append({"name": f"j{i}", "ptx": "k/x.ptx", "kernel": "x", "bufs": [{"name": "m", "bytes": 64,
+                             "init": refs["m"], "out": True}], "args": [{"buf": "m"}],
+                             "sim": {"fault": i % max(1, n // max(faults, 1)) == 1 if faults else False}})
+            W.run_isolated(jobs, root, workers=4, simulate=mode, log=lambda s: None)
+    n = 200 if quick else 1000
+    timed(f"isolated executor, {n} jobs, no fault (4 workers, stand-in device)", lambda _: executor("plain", n, 0), [0], rows)
+    timed(f"isolated executor, {n} jobs, 40 faults, fresh process each", lambda _: executor("plain", n, 40), [0], rows)
+    timed(f"isolated executor, {n} jobs, 40 faults, fresh context in-process", lambda _: executor("recover", n, 40), [0], rows)
+    sl = spec_dir() / "observed" / "wmma_pipeline_slice_sm90.json"
+    timed("check_pipeline_data (12-entry slice, evaluator only)", lambda _: PL.check_pipeline_data(sl), [0], rows)
     w = max(len(r[0]) for r in rows)
     print(f"{'operation':{w}s} {'n':>5s} {'total s':>9s} {'mean s':>9s}")
     for label, n, tot, mean in rows:

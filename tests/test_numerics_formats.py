@@ -260,3 +260,67 @@ def test_reference_value_of_matches_decode():
     for code, want in [(0x3C00, Fraction(1)), (0x0001, Fraction(1, 2**24)), (0x7C00, "+inf"), (0xFC00, "-inf"),
                        (0x7E00, "nan"), (0x8000, Fraction(0))]:
         assert value_of(code, "f16") == want
+
+
+# ---------------------------------------------------------------------------
+# numpy 2.5: Python ints beyond the other operand's dtype in np.where raise OverflowError
+# (numpy 2.4 wrapped them silently).  The f64 NaN codes are such ints (0xFFF8... > 2**63):
+# the run2 device run (numpy 2.5.2) lost its five f64 order probes to this.
+# ---------------------------------------------------------------------------
+
+F64_NEG_QNAN = 0xFFF8000000000000
+
+
+@pytest.mark.parametrize("nan_code", [F64_NEG_QNAN, 0xFFFFFFFFFFFFFFFF, 0x7FF8000000000001, 0x8000000000000001])
+def test_f64_encode_nan_codes_above_int64(nan_code):
+    """encode(..., nan_code) returns the exact 64-bit pattern, whatever its top bit."""
+    out = F.encode(np.array([False, True, False]), np.array([0, 3, 1]), np.array([0, 0, -1]), "f64",
+                   nan=np.array([True, True, False]), nan_code=nan_code)
+    assert out.dtype == np.uint64
+    assert [int(x) for x in out] == [nan_code, nan_code, 0x3FE0000000000000]
+
+
+def test_f64_nan_code_paths_of_the_engine():
+    """Every engine entry that takes an f64 NaN code: FADD-like add (the "c last" hypothesis),
+    the exact and the fast FMA, and a whole f64 MMA chain with the negative default NaN."""
+    from formal.numerics import MODELS, add_rounded, dot_terms, fma_f64
+    from formal.numerics.engine import fma_f64_codes
+
+    pinf, ninf, one = 0x7FF0000000000000, 0xFFF0000000000000, 0x3FF0000000000000
+    got = add_rounded(np.array([pinf], np.uint64), "f64", np.array([ninf], np.uint64), "f64", "f64",
+                      nan_code=F64_NEG_QNAN)
+    assert int(got[0]) == F64_NEG_QNAN                    # Inf - Inf
+    d = F.decode(np.array([pinf, 0, one], np.uint64), "f64")
+    z = F.decode(np.array([0, pinf, one], np.uint64), "f64")
+    got = fma_f64(d, z, F.decode(np.array([one, one, one], np.uint64), "f64"), "rn", F64_NEG_QNAN)
+    assert [int(x) for x in got] == [F64_NEG_QNAN, F64_NEG_QNAN, 0x4000000000000000]   # Inf*0, 0*Inf, 1*1+1
+    got = fma_f64_codes(np.array([pinf, one], np.uint64), np.array([0, one], np.uint64),
+                        np.array([one, one], np.uint64), "rn", F64_NEG_QNAN)
+    assert [int(x) for x in got] == [F64_NEG_QNAN, 0x4000000000000000]
+    for variant in ({}, dict(c_first=False), dict(order="descending"), dict(nan_rule="canonical")):
+        m = MODELS["sm_90"].replace_path("f64", **variant) if variant else "sm_90"
+        a = np.array([[pinf, one, 0, 0]], np.uint64)
+        b = np.array([[0, one, 0, 0]], np.uint64)
+        out = dot_terms(a, b, np.array([one], np.uint64), atype="f64", btype="f64", ctype="f64", dtype="f64", arch=m)
+        want = 0x7FFFFFFFFFFFFFFF if variant.get("nan_rule") == "canonical" else F64_NEG_QNAN
+        assert int(out[0]) == want, (variant, hex(int(out[0])))
+
+
+def test_f64_order_probes_predict():
+    """The probes that errored on the device: every hypothesis' prediction computes (exact
+    sum, c last and descending chains included)."""
+    from formal.numerics.probes import by_id
+
+    for pid in ("D64", "D64c", "D64k16", "D64k8", "D64k4"):
+        preds = by_id(pid).predictions()
+        assert set(preds) == {"sm_90", "descending", "c last", "exact sum"}
+        assert preds["sm_90"] == 0x3FF0000000000000
+
+
+@pytest.mark.parametrize("name", ["f16", "bf16", "f32", "tf32", "e4m3", "e5m2", "f64"])
+def test_encode_with_every_nan_code_width(name):
+    """nan_code = the all-ones pattern of the container (the largest int of that width)."""
+    f = F.get_format(name)
+    allones = (1 << f.bits) - 1
+    out = F.encode(np.array([True]), np.array([0]), np.array([0]), name, nan=np.array([True]), nan_code=allones)
+    assert int(out[0]) == allones and out.dtype == f.np_container

@@ -149,7 +149,9 @@ VARIANTS = [
     ("f16.f32", dict(normalise_products=True)), ("f16.f32", dict(c_entry="after")),
     ("f16.f32", dict(zero_sign="ieee")), ("f16.f32", dict(pin_subnormals=False)),
     ("f16.f32", dict(overflow="ieee", subnormal_output="ftz")), ("f16.f32", dict(n=4, minexp=None, F=23)),
-    ("f16.f16", dict(c_as_f32=False)), ("f16.f16", dict(rounding="rz", overflow="satfinite")),
+    ("f16.f16", dict(c_as_f32=True)), ("f16.f16", dict(rounded_zero_sign="sum")),
+    ("f16.f16", dict(pin_c=False, zero_sign="ieee")), ("bf16.f32", dict(pin_c=False, rounded_zero_sign="sum")),
+    ("f16.f16", dict(rounding="rz", overflow="satfinite")),
     ("bf16.f32", dict(out_frac=13, F=13, rounding="rn")), ("tf32.f32", dict(tf32_conversion="rn")),
     ("tf32.f32", dict(tf32_nan="keep", zero_sign="ieee")),
 ]
@@ -164,6 +166,93 @@ def test_vectorised_equals_scalar_hypotheses(key, over, seed, flavour):
     m = SM90.replace_path(key, **over)
     t, acc, K = _TYPES[key]
     check_vs_scalar(seed, flavour, t, t, acc, acc, K, m)
+
+
+def tiny_codes(rng, fmt: str, shape, lo: int, hi: int):
+    """Random-sign encodings with exponents in [lo, hi] (subnormals where below emin):
+    products of two of them land near the bottom of the output's range."""
+    f = F.get_format(fmt)
+    n = int(np.prod(shape))
+    e = rng.integers(lo, hi + 1, n)
+    frac = rng.integers(0, 1 << f.mantissa, n)
+    frac[rng.random(n) < 0.7] = 0             # powers of two: ties and exact cancellations happen
+    v = np.ldexp(1.0 + frac / (1 << f.mantissa), e) * np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    if fmt == "tf32":
+        return F.from_float64(v, "f32", "rz").reshape(shape)
+    return F.from_float64(v, fmt, "rz").reshape(shape)
+
+
+# (atype, acc, exponent range of a/b, exponent range of c)
+TINY = [("f16", "f16", (-20, -10), (-24, -15)), ("bf16", "f32", (-80, -70), (-149, -127)),
+        ("tf32", "f32", (-80, -70), (-149, -127))]
+
+
+@pytest.mark.parametrize("t,acc,ab,cr", TINY, ids=[f"{t}-{acc}" for t, acc, _, _ in TINY])
+@pytest.mark.parametrize("over", [{}, dict(rounded_zero_sign="sum"), dict(pin_c=False), dict(c_as_f32=True),
+                                  dict(zero_sign="ieee", rounded_zero_sign="sum", pin_c=False)],
+                         ids=["sm_90", "signed-rounded-zero", "c-unpinned", "c-as-f32", "ieee-all"])
+@settings(max_examples=10, deadline=None)
+@given(seed=SEEDS)
+def test_vectorised_equals_scalar_near_zero(t, acc, ab, cr, over, seed):
+    """Sums at the bottom of the output range: nonzero sums that round to zero (their sign)
+    and subnormal c (its alignment exponent), vectorised == scalar for the model and variants."""
+    key = f"{t}.{acc}"
+    m = SM90.replace_path(key, **over) if over else SM90
+    rng = np.random.default_rng(seed)
+    K = 16 if t != "tf32" else 8
+    n = 64
+    A = tiny_codes(rng, t, (n, K), *ab)
+    B = tiny_codes(rng, t, (n, K), *ab)
+    C = tiny_codes(rng, acc, (n,), *cr)
+    A[rng.random((n, K)) < 0.5] = 0          # fewer terms: more exact and near-exact cancellations
+    C[rng.random(n) < 0.3] = 0
+    D = dot_terms(A, B, C, atype=t, btype=t, ctype=acc, dtype=acc, arch=m)
+    for i in range(n):
+        want = dot_scalar(A[i], B[i], C[i], atype=t, btype=t, ctype=acc, dtype=acc, arch=m)
+        assert int(D[i]) == want, (i, hex(int(D[i])), hex(want))
+    sign = 1 << (F.get_format(acc).bits - 1)
+    if m is SM90 or not over.get("rounded_zero_sign"):
+        assert not any(int(x) == sign for x in D), "the sm_90 HMMA blocks never return -0 here"
+
+
+def test_rounded_zero_sign_rule_by_hand():
+    """f16 accumulator: -2^-26 is a nonzero window sum (E = -21, grid 2^-46) that rounds to zero
+    (below 2^-25): +0 under the model, -0 when the zero keeps the sum's sign; an exact
+    cancellation is +0 under both.  bf16 -> f32: -2^-150 truncates (RZ) to zero likewise."""
+    h = lambda v, t="f16": int(F.from_float64(np.float64(v), t))  # noqa: E731
+    alt16 = SM90.replace_path("f16.f16", rounded_zero_sign="sum")
+    kw = dict(atype="f16", btype="f16", ctype="f16", dtype="f16")
+    a = np.array([h(-2.0 ** -12)], np.uint16)
+    b = np.array([h(2.0 ** -14)], np.uint16)
+    assert int(dot_terms(a, b, np.uint16(0x8000), arch="sm_90", **kw)) == 0x0000
+    assert int(dot_terms(a, b, np.uint16(0x8000), arch=alt16, **kw)) == 0x8000
+    a2 = np.array([h(1.0), h(-1.0)], np.uint16)
+    b2 = np.array([h(1.0), h(1.0)], np.uint16)
+    assert int(dot_terms(a2, b2, np.uint16(0), arch=alt16, **kw)) == 0x0000
+    kwb = dict(atype="bf16", btype="bf16", ctype="f32", dtype="f32")
+    ab = np.array([h(-2.0 ** -75, "bf16")], np.uint16)
+    bb = np.array([h(2.0 ** -75, "bf16")], np.uint16)
+    altb = SM90.replace_path("bf16.f32", rounded_zero_sign="sum")
+    assert int(dot_terms(ab, bb, np.uint32(0x80000000), arch="sm_90", **kwb)) == 0x00000000
+    assert int(dot_terms(ab, bb, np.uint32(0x80000000), arch=altb, **kwb)) == 0x80000000
+
+
+def test_subnormal_c_alignment_by_hand():
+    """R16 (f16 accumulator): c = 2^-23 read as an f16 aligns at -14, as an f32 at -23.
+    R32 (bf16 -> f32): c = 2^-133 aligns at -126 (pinned) or -133 (its leading one)."""
+    p16 = SM90.paths["f16.f16"]
+    assert p16.c_as_f32 is False and p16.pin_c is True and p16.rounded_zero_sign == "positive"
+    from formal.numerics import block as Bk
+    t = Bk.c_terms(np.array([0x0002], np.uint16), "f16", p16)
+    assert int(t.e[0, 0]) == -14
+    t = Bk.c_terms(np.array([0x0002], np.uint16), "f16", p16.but(c_as_f32=True))
+    assert int(t.e[0, 0]) == -23
+    t = Bk.c_terms(np.array([0x0002], np.uint16), "f16", p16.but(pin_c=False))
+    assert int(t.e[0, 0]) == -23
+    pb = SM90.paths["bf16.f32"]
+    c = np.array([0x00010000], np.uint32)     # 2^-133
+    assert int(Bk.c_terms(c, "f32", pb).e[0, 0]) == -126
+    assert int(Bk.c_terms(c, "f32", pb.but(pin_c=False)).e[0, 0]) == -133
 
 
 EMU_VARIANTS = [dict(c_add="window"), dict(groups=((32, (tuple(range(16)), tuple(range(16, 32)))),)),

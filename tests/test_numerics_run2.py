@@ -199,3 +199,54 @@ def test_rounded_zero_rule_on_the_witness_matrix():
     from formal.numerics import dot_scalar
     assert dot_scalar(A[0, 0], B[0, :, 0], C[0, 0, 0], arch="sm_90", **kw) == 0x0000
     assert dot_scalar(A[0, 0], B[0, :, 0], C[0, 0, 0], arch=alt, **kw) == 0x8000
+
+
+# ---------------------------------------------------------------------------
+# tools/compare_capture.py --hw-check: the replay that backs "the hw-check neither contains
+# nor contradicts the run2 refinements" (README) must be able to see a difference
+# ---------------------------------------------------------------------------
+
+def _hw_check_doc(tmp_path, opcode: str, regime: str, n: int):
+    doc = {"seed": 20261122, "results": [{"opcode": opcode, "sel": None, "error": None,
+                                          "per_regime": {regime: [n, 0]}}]}
+    p = tmp_path / "hw_check.json"
+    p.write_text(json.dumps(doc))
+    return str(p)
+
+
+def test_hw_check_replay_detects_a_differing_model(tmp_path):
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
+    from compare_capture import hw_check_replay
+
+    from formal.numerics.fit import run1_fit
+
+    op = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+    path = _hw_check_doc(tmp_path, op, "special", 40)
+    same = hw_check_replay(path)
+    assert same["warps"] == 40 and same["cases"] == 1 and same["differing"] == {}
+    assert same["baseline"] == run1_fit().name
+    other = SM90.replace_path("bf16.f32", nan_bits=0x7FC00000, new_name="nan 0x7fc00000")
+    diff = hw_check_replay(path, baseline=other)
+    assert diff["differing"] and diff["differing"][op]["special"] > 0
+
+
+def test_run1_fit_differs_from_sm90_only_in_the_run2_refinements():
+    from dataclasses import fields
+
+    from formal.numerics.fit import run1_fit
+    from formal.numerics.params import BlockFMA, Emulated
+
+    old = run1_fit()
+    changed = set()
+    for key, p in SM90.paths.items():
+        q = old.paths[key]
+        if isinstance(p, Emulated):
+            p, q = p.hmma, q.hmma
+        if isinstance(p, BlockFMA):
+            changed |= {f.name for f in fields(p) if getattr(p, f.name) != getattr(q, f.name)}
+        else:
+            assert p == q, key
+    assert changed == {"rounded_zero_sign", "c_as_f32"}
+    assert SM90.paths["f16.f16"].c_as_f32 is False and old.paths["f16.f16"].c_as_f32 is True

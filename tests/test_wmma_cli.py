@@ -42,6 +42,9 @@ def test_check_legal_and_illegal(capsys):
     ("wmma", "address", F16A, "--row", "16", "--col", "0"),
     ("wmma", "probe-decode", "/nonexistent"),
     ("wmma", "maps", "--arch", "sm_99"),
+    ("wmma", "pipeline-check", "/nonexistent"),
+    ("wmma", "alignment", "/nonexistent"),
+    ("wmma", "probe-decode", "/nonexistent", "--provenance", "novalue"),
 ])
 def test_bad_input_is_one_line_exit_2(capsys, argv):
     rc, out, err = run(capsys, *argv)
@@ -77,3 +80,32 @@ def test_maps_and_prove(capsys, tmp_path):
     assert rc == 0, out[-2000:]
     assert "0 unexpected, 0 enumeration disagreements" in out
     assert list(tmp_path.glob("*.smt2"))
+
+
+def test_maps_sm90_properties(capsys):
+    rc, out, _ = run(capsys, "wmma", "maps", "--arch", "sm_90", "--properties")
+    assert rc == 0
+    assert "sm90.load.m16n16k16.a.f16.row" in out and "silicon" in out
+    assert "PROVED   wmma.map.same[sm90.load.m16n16k16.a.f16.row == wmmae.sm75.m16n16k16.f16.a.row]" in out
+    assert "PROVED   wmma.map.half_duplicates[sm90.load.m16n16k16.a.f16.row]" in out
+    assert "PROVED   wmma.map.injective[sm90.load.m16n16k16.a.s8.row]" in out
+
+
+def test_pipeline_check_and_alignment(capsys):
+    from formal.specdata import spec_dir
+    rc, out, _ = run(capsys, "wmma", "pipeline-check", str(spec_dir() / "observed" / "wmma_pipeline_slice_sm90.json"))
+    assert rc == 3 and "no_silicon_output" in out           # nothing to compare: run2 produced no D
+    rc, out, _ = run(capsys, "wmma", "alignment")
+    assert rc == 0 and "erratum shared-ldsm-row-alignment: pending" in out and "16 bytes" in out
+    rc, out, _ = run(capsys, "wmma", "errata")
+    assert rc == 0 and "silicon: run2: wl0016" in out
+
+
+def test_check_notes_the_sm90_code(capsys):
+    rc, out, _ = run(capsys, "wmma", "check", "wmma.load.a.sync.aligned.row.m16n16k16.shared.s8", "--ptr", "0x100",
+                     "--stride", "24")
+    assert rc == 0 and "LDSM.16.M88.2" in out and "predicted to fault" in out
+    rc, out, _ = run(capsys, "wmma", "check", F16A, "--ptr", "0x1004", "--stride", "18")
+    assert rc == 1 and "predicted to run" in out
+    rc, out, _ = run(capsys, "wmma", "check", F16A, "--ptr", "0x1000", "--stride", "8")
+    assert rc == 1 and "sm_90" not in out                   # an overlap is not a question of alignment

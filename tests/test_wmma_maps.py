@@ -154,3 +154,59 @@ def test_properties_report_has_no_unknowns_and_cross_checks_agree():
     rs = mp.properties(list(TP))
     assert rs and all(r.status in ("proved", "refuted") for r in rs)
     assert all(r.cross_check["agrees"] for r in rs)
+
+
+# -- the sm_90 silicon observations (specs/observed/wmma_sm90_h100.json, run2) ------------------
+
+SM90 = [m for m in mp.all_maps() if m.evidence == "silicon"]
+
+
+def test_sm90_file_provenance_and_coverage():
+    (f,) = [p for p in mp.observed_files() if p.name == "wmma_sm90_h100.json"]
+    meta = json.loads(f.read_text())["meta"]
+    assert meta["device"]["name"] == "NVIDIA H100 80GB HBM3" and meta["target"] == "sm_90" and meta["ptx"] == "7.8"
+    assert "580.159.04" in meta["provenance"]["device"] and meta["provenance"]["run"].startswith("run2")
+    assert meta["run"]["probes"] == 798 and meta["run"]["probes_with_data"] == 16
+    assert meta["coverage"]["observed"] == [f"load:wmma.load.a.sync.aligned.row.m16n16k16.{t}" for t in ("f16", "s8", "u8")]
+    assert len(meta["coverage"]["not_observed"]) == 111
+    # only map files are picked up (the SASS survey and the pipeline slice live in the same directory)
+    assert all(json.loads(p.read_text()).get("maps") is not None for p in mp.observed_files())
+    assert {m.id for m in SM90} == {f"sm90.load.m16n16k16.a.{t}.row" for t in ("f16", "s8", "u8")}
+
+
+def test_sm90_f16_a_is_the_published_sm75_sm80_map():
+    m = next(x for x in SM90 if "f16" in x.types)
+    r = mp.prove_same_map(m, _one(archs="sm_80", matrix="a", types="f16", layout="row"))
+    assert r.proved and r.cross_check["agrees"]
+    assert mp.prove_half_duplicates(m).proved                      # elements i and i+8 of each lane agree
+    # and its first 8 elements are the mma.m16n8k16 .f16 A fragment (PTX ISA 9.7.14.5.8)
+    lane = np.repeat(np.arange(32), 8)
+    i = np.tile(np.arange(8), 32)
+    g, t = lane >> 2, lane % 4
+    row = g + 8 * ((i >> 1) & 1)
+    col = t * 2 + (i & 1) + 8 * (i >= 4)
+    assert np.array_equal(m.single()[:, :8].reshape(-1), row * 16 + col)
+    assert mp.prove_same_map(m, _one(archs="sm_70", matrix="a", types="f16", layout="row")).status == "refuted"
+
+
+@pytest.mark.parametrize("t", ["s8", "u8"])
+def test_sm90_8bit_a_is_the_mma_m16n8k16_integer_fragment(t):
+    """Formula from PTX ISA 9.7.14.5.9 (mma.m16n8k16 .s8/.u8 A): row = groupID + 8 * (i >= 4),
+    col = threadID_in_group * 4 + (i & 3); 8 elements per lane, each cell once."""
+    m = next(x for x in SM90 if t in x.types)
+    lane = np.repeat(np.arange(32), 8)
+    i = np.tile(np.arange(8), 32)
+    row = (lane >> 2) + 8 * (i >= 4)
+    col = (lane % 4) * 4 + (i & 3)
+    assert np.array_equal(m.single().reshape(-1), row * 16 + col)
+    assert mp.prove_injective(m).proved and mp.prove_covers(m).proved
+
+
+def test_sm90_variants_agree_and_properties_run():
+    rs = mp.properties(mp.all_maps())
+    names = {r.obligation: r for r in rs}
+    for m in SM90:
+        assert names[f"wmma.map.variants_agree[{m.id}]"].proved
+        assert len(m.provenance["variants"]) >= 4       # explicit default, padded global/shared, .global (, .shared)
+    assert names["wmma.map.same[sm90.load.m16n16k16.a.f16.row == wmmae.sm75.m16n16k16.f16.a.row]"].proved
+    assert all(r.status in ("proved", "refuted") and r.cross_check["agrees"] for r in rs)

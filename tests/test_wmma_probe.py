@@ -203,3 +203,56 @@ def test_decoder_reports_a_device_that_breaks_the_contract(tmp_path):
             assert wrong > 0 or m["anomalies"]["outside_matrix"], m["id"]   # the ignored stride shows
         else:
             assert wrong == 0
+
+
+# -- the fault-isolated execution of the map run ------------------------------------------------
+
+def test_isolated_run_attributes_faults_and_keeps_going(tmp_path):
+    """The map run on the stand-in device through real worker processes: the faulting probes
+    are recorded as such (and only they), everything else is decoded as before."""
+    maps_for = _random_maps(3)
+    only = lambda p: "m16n16k16" in p.opcode and (".f16" in p.opcode or ".s8" in p.opcode)  # noqa: E731
+    faults = {"wl0016", "wl0001", "wp0000"}
+    paths = W.run_wmma_probes(tmp_path, simulate=W.SimulatedBackend(maps_for), sim_faults=faults, only=only,
+                              pipeline_runs=2, workers=3, log=lambda s: None)
+    man = json.loads((tmp_path / "wmma_probe_manifest.json").read_text())
+    assert man["meta"]["execution"]["mode"] == "isolated"
+    st = man["status"]
+    assert {n for n, r in st.items() if r["status"] != "ok"} == faults - {"wp0000"}
+    assert all(st[n]["error_class"] == "misaligned" for n in faults - {"wp0000"})
+    assert set(man["errors"]) == faults - {"wp0000"}
+    doc = json.loads(next(p for p in paths if p.name == "wmma_sm90_observed.json").read_text())
+    got = {m["id"] for m in doc["maps"]}
+    assert not any(".padded.shared" in i and "shared.s8" in i for i in got if "wl0016" in i)
+    assert len(doc["maps"]) == sum(1 for r in st.values() if r["status"] == "ok")
+    for m in mp.load_observed_json(next(p for p in paths if p.name == "wmma_sm90_observed.json")):
+        assert np.array_equal(m.single(), maps_for(m.provenance["opcode"])), m.id
+    pj = json.loads((tmp_path / "wmma_pipeline.json").read_text())
+    e = {x["kernel"]: x for x in pj["entries"]}
+    assert e["wp0000"]["status"] == "fault" and "misaligned" in e["wp0000"]["error"]
+    assert all(x["status"] == "ok" for k, x in e.items() if k != "wp0000")
+    z = np.load(tmp_path / "wmma_pipeline.npz")
+    assert "wp0000.D" not in z.files and "wp0001.D" in z.files
+
+
+def test_map_run_padded_strides_are_16_byte_pitches_legal_under_both_readings():
+    for p in LOADS + STORES:
+        if p.variant == "padded":
+            v = M.memory_view(p.opcode)
+            assert (p.stride * v.elem_bits) % 128 == 0, p.opcode
+            assert all(p.extra["legal_under"].values()), p.opcode
+
+
+def test_condense_records_coverage_and_provenance(tmp_path):
+    maps_for = _random_maps(4)
+    only = lambda p: p.kind == "load" and "m16n16k16.f16" in p.opcode and "a.sync" in p.opcode  # noqa: E731
+    paths = W.run_wmma_probes(tmp_path, backend=W.SimulatedBackend(maps_for), only=only, with_pipeline=False,
+                              log=lambda s: None)
+    obs = next(p for p in paths if p.name == "wmma_sm90_observed.json")
+    c = W.condense(obs, tmp_path / "c.json", provenance={"run": "test"})
+    meta = json.loads(c.read_text())["meta"]
+    assert meta["provenance"] == {"run": "test"}
+    cov = meta["coverage"]
+    assert cov["families"] == 114 and cov["observed"] == ["load:wmma.load.a.sync.aligned.col.m16n16k16.f16",
+                                                          "load:wmma.load.a.sync.aligned.row.m16n16k16.f16"]
+    assert len(cov["not_observed"]) == 112

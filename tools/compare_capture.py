@@ -2,6 +2,7 @@
 
     python tools/compare_capture.py RUN_DIR [--filter S] [--arch sm_90] [--json] [--examples N]
     python tools/compare_capture.py RUN_DIR --hypotheses [--filter S] [--json]
+    python tools/compare_capture.py --hw-check HW_CHECK.json [--filter S] [--json]
 
 RUN_DIR holds ``manifest.json`` (per batch: opcode, sel, regime, seed, warps, input
 digest) and ``outputs*.npz`` (the GPU's D registers per batch key).  Every batch's
@@ -15,6 +16,15 @@ first example, and a summary; ``--json`` prints a machine-readable report instea
 ``--hypotheses`` also evaluates every alternative of ``formal.numerics.fit.sm90_alternatives``
 on the batches of its path and counts the captured registers each gets wrong: a count
 of 0 means this capture cannot tell that alternative from the model (a probe must).
+
+``--hw-check`` replays a ``ptx-formal hw-check`` evidence file (which stores counts, not
+registers): every batch's inputs are regenerated from the file's seed and evaluated with
+the current sm_90 model and with the model that run graded against (default
+``formal.numerics.fit.run1_fit()``, the fit silicon matched on all of run2's hw-check
+warps); a warp where the two differ is a warp where the current model contradicts
+silicon.  Only floating-point forms are replayed (the integer and b1 paths have no
+parameter that run2 changed) and only batches that ran without error.
+
 Exit status: 0 all batches match, 1 some batch mismatches or fails, 2 bad input.
 """
 from __future__ import annotations
@@ -140,6 +150,45 @@ def hypotheses_run(run_dir: str, filt: str = "") -> dict:
     return res
 
 
+def hw_check_replay(path: str, filt: str = "", baseline=None) -> dict:
+    """Replay a hw-check evidence file: {"warps", "cases", "differing": {case key: {regime: warps}}}."""
+    import formal.evaluate as ev
+    from formal.catalog import parse
+    from formal.hw.check import _seed
+    from formal.hw.inputs import random_inputs
+    from formal.numerics import MODELS
+    from formal.numerics.fit import run1_fit
+
+    with open(path) as f:
+        doc = json.load(f)
+    base = baseline or run1_fit()
+    MODELS[base.name] = base
+    ev.ARCH_TARGETS[base.name] = ev.ARCH_TARGETS["sm_90"]
+    out = {"file": os.path.abspath(path), "seed": doc["seed"], "baseline": base.name, "warps": 0, "cases": 0,
+           "differing": {}}
+    for r in doc["results"]:
+        form = parse(r["opcode"])
+        if r.get("error") or (filt and filt not in r["opcode"]) or form.atype not in (
+                "f16", "bf16", "tf32", "e4m3", "e5m2"):
+            continue
+        key = form.opcode + (f" sel={r['sel']}" if r.get("sel") is not None else "")
+        out["cases"] += 1
+        for regime, (n, _bad) in r["per_regime"].items():
+            chunk, done = 0, 0
+            while done < n:   # formal.hw.check.run: batches of at most 2048 warps, seeds per chunk
+                m = min(2048, n - done)
+                inp = random_inputs(form, m, regime, _seed(doc["seed"], key, regime, chunk))
+                d = [ev.evaluate(form, inp["a"], inp["b"], inp["c"], e=inp.get("e"), sel=r.get("sel"), arch=a)
+                     for a in ("sm_90", base.name)]
+                diff = int((d[0] != d[1]).any(axis=(1, 2)).sum())
+                if diff:
+                    out["differing"].setdefault(key, {})[regime] = out["differing"].get(key, {}).get(regime, 0) + diff
+                out["warps"] += m
+                done += m
+                chunk += 1
+    return out
+
+
 def _text_hyp(res: dict) -> str:
     lines = ["| path | alternative | captured registers it gets wrong | batches | of registers |",
              "|---|---|---|---|---|"]
@@ -174,7 +223,9 @@ def _text(rep: dict) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("run_dir")
+    ap.add_argument("run_dir", nargs="?", help="capture directory (manifest.json, outputs*.npz)")
+    ap.add_argument("--hw-check", metavar="FILE",
+                    help="replay a hw-check evidence file against the fit it was graded with")
     ap.add_argument("--filter", default="", help="only opcodes containing this substring")
     ap.add_argument("--arch", default="sm_90", help="arch model to compare with (default sm_90)")
     ap.add_argument("--json", action="store_true", help="print a JSON report")
@@ -183,7 +234,21 @@ def main(argv=None) -> int:
                     help="count the captured registers each sm_90 alternative gets wrong")
     args = ap.parse_args(argv)
     t0 = time.time()
+    if not args.run_dir and not args.hw_check:
+        print("compare_capture: give RUN_DIR or --hw-check FILE", file=sys.stderr)
+        return 2
     try:
+        if args.hw_check:
+            res = hw_check_replay(args.hw_check, args.filter)
+            res["seconds"] = round(time.time() - t0, 1)
+            if args.json:
+                print(json.dumps(res, indent=1))
+            else:
+                for k, v in res["differing"].items():
+                    print(f"DIFF {k}: " + ", ".join(f"{rg} {n} warps" for rg, n in v.items()))
+                print(f"{res['cases']} cases, {res['warps']:,} warps replayed; {len(res['differing'])} cases where "
+                      f"sm_90 differs from {res['baseline']} (the model silicon matched)")
+            return 0 if not res["differing"] else 1
         if args.hypotheses:
             res = hypotheses_run(args.run_dir, args.filter)
             print(json.dumps(res, indent=1) if args.json else _text_hyp(res))

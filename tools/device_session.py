@@ -105,9 +105,20 @@ def step_selector(out, gpu):
     return res
 
 
+def step_wmma_align(out, gpu):
+    """wmma alignment sweep (each probe in an isolated CUDA context; faults are the data)."""
+    import subprocess
+
+    d = os.path.join(out, "wmma_align")
+    r = subprocess.run([sys.executable, "-m", "formal.hw.wmma_probe", "--alignment", d], capture_output=True,
+                       text=True, timeout=240)
+    print(r.stdout[-3000:], r.stderr[-2000:], flush=True)
+    return {"rc": r.returncode, "tail": r.stdout[-1500:]}
+
+
 # wmma last: one of its probes may fault on purpose (a stride legal under one reading only)
 STEPS = {"hw": step_hw, "selector": step_selector, "metadata": step_metadata, "transform": step_transform, "numerics": step_numerics,
-         "vectors": step_vectors, "wmma": step_wmma}
+         "vectors": step_vectors, "wmma": step_wmma, "wmma_align": step_wmma_align}
 
 
 def run_one(out: str, name: str) -> int:

@@ -8,6 +8,9 @@
     ptx-formal wmma prove [--per-form]                       the theorems; exit 0 as expected, 1 not, 3 unknown
     ptx-formal wmma errata                                   what the text leaves open
     ptx-formal wmma probe-decode DIR [--condense FILE]       decode a GPU probe run (formal.hw.wmma_probe)
+    ptx-formal wmma pipeline-check DIR|FILE.json             silicon D vs evaluate_matrices, bit for bit
+    ptx-formal wmma alignment [RUN]                          alignment: SASS survey / a silicon run vs the text
+    ptx-formal wmma sass-survey [--out FILE]                 redo the SASS survey (needs ptxas + cuobjdump)
 """
 
 from __future__ import annotations
@@ -118,7 +121,12 @@ def cmd_maps(args) -> int:
         if not ms:
             raise BadArgument(f"no observed wmma maps for {args.arch}; known: "
                               f"{', '.join(sorted({a for m in mp.all_maps() for a in m.archs}))}")
-    props = mp.properties(ms) if args.properties else []
+    props = []
+    if args.properties:
+        # over every map, so that the selected ones are compared with the other sources too
+        ids = {m.id for m in ms}
+        props = [r for r in mp.properties(mp.all_maps() if args.arch else ms)
+                 if any(f"[{i}]" in r.obligation or f"[{i} ==" in r.obligation or f"== {i}]" in r.obligation for i in ids)]
     if args.json:
         print(json.dumps({"maps": [m.summary() for m in ms], "properties": [p.to_dict() for p in props]}, indent=1))
     else:
@@ -180,6 +188,10 @@ def cmd_errata(args) -> int:
         if e.get("affects"):
             print(f"    affects: {e['affects']}")
         print(f"    decision: {e['decision']}")
+        if e.get("silicon"):
+            print(f"    silicon: {e['silicon']}")
+        if e.get("evidence"):
+            print(f"    evidence: {e['evidence']}")
     return 0
 
 
@@ -188,10 +200,68 @@ def cmd_probe_decode(args) -> int:
     d = Path(args.dir)
     if not (d / "wmma_probe_manifest.json").exists() or not (d / "wmma_probe_raw.npz").exists():
         raise BadArgument(f"{d} holds no wmma probe run (wmma_probe_manifest.json + wmma_probe_raw.npz)")
+    prov = {}
+    for kv in args.provenance or []:
+        k, sep, v = kv.partition("=")
+        if not sep or not k:
+            raise BadArgument(f"--provenance takes KEY=VALUE, got {kv!r}")
+        prov[k] = v
     out = wp.decode_dir(d)
     print(out)
     if args.condense:
-        print(wp.condense(out, args.condense))
+        print(wp.condense(out, args.condense, provenance=prov or None))
+    return 0
+
+
+def cmd_pipeline_check(args) -> int:
+    from ..wmma import pipeline as pl
+    r = pl.check_pipeline_data(args.path, arch=args.arch)
+    print(json.dumps(r.to_dict(), indent=1) if args.json else r.text())
+    c = r.counts
+    if c.get("mismatch") or c.get("evaluator_error"):
+        return 1
+    return 0 if c.get("match") else 3          # 3: nothing to compare (no silicon output)
+
+
+def cmd_alignment(args) -> int:
+    from ..wmma import alignment as al
+    if args.run:
+        p = Path(args.run)
+        f = p / "wmma_alignment.json" if p.is_dir() else p
+        if not f.exists():
+            raise BadArgument(f"{args.run}: no alignment run (wmma_alignment.json from python -m formal.hw.wmma_probe --alignment)")
+        doc = al.load_run(f)
+        a = al.analyse(doc)
+        print(json.dumps(a, indent=1) if args.json else al.report_text(a))
+        return 1 if any(e["status"] == "refuted" for e in a["errata"]) else 0
+    s = al.load_survey()
+    if s is None:
+        raise BadArgument("no SASS survey checked in (ptx-formal wmma sass-survey)")
+    rows = {}
+    for e in s["kernels"]:
+        key = (e["space"] or "generic", e["window"], e["width"])
+        rows.setdefault(key, set()).add(e["family"])
+    st = al.errata_status(None)
+    if args.json:
+        print(json.dumps({"survey": s["meta"], "widths": [{"space": k[0], "window": k[1], "width": k[2], "families": len(v)}
+                                                          for k, v in sorted(rows.items())], "errata": st}, indent=1))
+        return 0
+    m = s["meta"]
+    print(f"SASS survey ({m['target']}, ptxas {m['ptxas']}, {m['created']}): the widest access of each kernel = the "
+          f"alignment its base and pitch need (model)")
+    for (space, window, w), fams in sorted(rows.items()):
+        print(f"  {space:12s} pointer into {window:6s}: {w:2d} bytes  ({len(fams)} families)")
+    for e in st:
+        print(f"  erratum {e['id']}: {e['status']} [{e['evidence']}]")
+    return 0
+
+
+def cmd_sass_survey(args) -> int:
+    from ..wmma import alignment as al
+    try:
+        print(al.write_survey(args.out))
+    except RuntimeError as e:
+        raise BadArgument(str(e)) from None
     return 0
 
 
@@ -256,7 +326,25 @@ def register(sub) -> None:
     q = ws.add_parser("probe-decode", help="decode a formal.hw.wmma_probe run directory into observed maps")
     q.add_argument("dir")
     q.add_argument("--condense", default=None, help="also write the one-map-per-form file to check in here")
+    q.add_argument("--provenance", action="append", default=None, metavar="KEY=VALUE",
+                   help="recorded in the condensed file's meta.provenance (repeatable)")
     q.set_defaults(func=cmd_probe_decode)
+
+    q = ws.add_parser("pipeline-check", help="silicon pipeline D vs formal.evaluate_matrices, bit for bit "
+                                             "(exit 0 all match, 1 mismatch, 3 no silicon output)")
+    q.add_argument("path", help="a run directory (wmma_pipeline.json + .npz) or a slice's .json")
+    q.add_argument("--arch", default=None, help="evaluator architecture (default: the run's target)")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=cmd_pipeline_check)
+
+    q = ws.add_parser("alignment", help="alignment the hardware needs: the SASS survey, or a silicon run vs the text")
+    q.add_argument("run", nargs="?", default=None, help="a run of python -m formal.hw.wmma_probe --alignment (dir or json)")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=cmd_alignment)
+
+    q = ws.add_parser("sass-survey", help="redo specs/observed/wmma_sass_sm90.json (needs ptxas and cuobjdump)")
+    q.add_argument("--out", default=None)
+    q.set_defaults(func=cmd_sass_survey)
 
     def _help(args) -> int:
         p.print_help(sys.stderr)

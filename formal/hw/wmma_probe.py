@@ -16,7 +16,17 @@ per *run*):
   the buffer is read back.
 * **pipeline** -- every wmma.mma form, both layouts of A and B and of C/D: wmma.load A, B,
   C from random memory, wmma.mma, wmma.store D.  The memory images and D come back as raw
-  element encodings ``[T, M, K]`` etc. for ``formal.evaluate.evaluate_matrices``.
+  element encodings ``[T, M, K]`` etc. for ``formal.evaluate.evaluate_matrices``
+  (:func:`formal.wmma.check_pipeline_data`).
+* **alignment sweep** -- :func:`run_wmma_alignment_probes`: for every load/store family and
+  state space, which base offsets and strides fault, each probe's verdict isolated; see the
+  section "alignment probes" below.
+
+Execution is fault-isolated (:func:`run_isolated`): every probe is one kernel launch run by a
+worker process (``formal/wmma/cuda_worker.py``) that synchronises and checks after every
+launch, and after a fault continues only in a fresh CUDA context.  A misaligned address is a
+*sticky* error -- run2 (2026-11-22) lost 782 of 798 probes and every pipeline kernel to one
+fault, and the two later errors it logged were that fault's leftover.
 
 Variants per load/store form: the stride operand omitted (``default``), given equal to
 the default (``explicit_default``) and given larger than the default with the padding
@@ -28,9 +38,10 @@ Addresses come from ``specs/wmma_memory.toml`` (:mod:`formal.wmma.memory`); sub-
 elements are placed little-endian within a byte (erratum ``subbyte-order``; recorded in
 the output as ``memory_packing``).
 
-On a CUDA machine with CuPy::
+On a CUDA machine (driver API through ctypes; CuPy as the fallback)::
 
-    python -m formal.hw.wmma_probe OUT_DIR          # or: run_wmma_probes("OUT_DIR")
+    python -m formal.hw.wmma_probe OUT_DIR               # or: run_wmma_probes("OUT_DIR")
+    python -m formal.hw.wmma_probe --alignment OUT_DIR   # or: run_wmma_alignment_probes("OUT_DIR")
 
 returns/writes ``wmma_probe_manifest.json``, ``wmma_probe_raw.npz`` (every register dump
 and memory image), ``wmma_sm90_observed.json`` (decoded maps, the format of
@@ -260,12 +271,16 @@ def _padded_stride(view: wmem.MemoryView, rule: str = "map") -> int:
 
 @lru_cache(maxsize=None)
 def _stride_modulus(etype: str, matrix: str, shape: str, layout: str, reading: str | None = None) -> int:
+    """The smallest positive stride meeting the spec's alignment rule at a PRE_BYTES-aligned pointer
+    (by enumeration of the rule; formal.wmma.legal_strides derives and proves the same set with Z3,
+    tests/test_wmma_probe.py compares them)."""
     fam = "load" if matrix != "d" else "store"
-    op = f"wmma.{fam}.{matrix}.sync.aligned.{layout}.{shape}.{etype}"
-    s = wmem.legal_strides(op, ptr_align=PRE_BYTES, enumerate_strides=0, reading=reading)
-    if s.empty or s.modulus is None:
-        raise RuntimeError(f"no legal stride for {op} with a {PRE_BYTES}-byte aligned pointer")
-    return s.modulus
+    view = wmem.memory_view(f"wmma.{fam}.{matrix}.sync.aligned.{layout}.{shape}.{etype}")
+    fb = view.frag_bytes(reading)
+    for s in range(1, 8 * fb + 1):
+        if wmem.legal_py(view, PRE_BYTES, s, fb, ("align.row_start",)):
+            return s
+    raise RuntimeError(f"no legal stride for {view.opcode} with a {PRE_BYTES}-byte aligned pointer")
 
 
 def _kname(prefix: str, i: int) -> str:
@@ -658,38 +673,66 @@ WORKER = Path(__file__).resolve().parent.parent / "wmma" / "cuda_worker.py"
 
 @dataclass
 class JobRecord:
-    """What happened to one job: ok | fault | load_error | context_error | crash | timeout | not_run | init_error."""
+    """What happened to one job: ok | fault | load_error | context_error | crash | timeout | not_run | init_error.
+
+    A ``fault`` is an error of the job's own launch (the context was healthy just before);
+    `error_class` says which: misaligned | illegal_address | other."""
 
     status: str
     error: str | None = None
     seconds: float | None = None
     attempt: int = 0                   # which worker process ran it (1, 2, ...)
-    isolated: bool = False             # ran in a worker of its own
+    isolated: bool = False             # ran in a worker process of its own
+    context: int = 0                   # which CUDA context of that worker (a new one after every fault)
+    out: dict | None = None            # where the worker put the output buffers (ok jobs)
+
+    @property
+    def error_class(self) -> str | None:
+        if self.status != "fault":
+            return None
+        e = (self.error or "").lower()
+        if "misaligned" in e:
+            return "misaligned"
+        if "illegal" in e and "address" in e:
+            return "illegal_address"
+        return "other"
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d.pop("out")
+        d["error_class"] = self.error_class
+        return d
 
 
 def _segments(jobs: list[dict], isolate: set[str], workers: int) -> list[list[dict]]:
-    """Jobs in order; each isolated job alone, the others in at most `workers` runs of consecutive jobs."""
-    plain = [j for j in jobs if j["name"] not in isolate]
-    n = max(1, min(workers, len(plain)))
-    size = -(-len(plain) // n) if plain else 0
-    segs = [plain[i:i + size] for i in range(0, len(plain), size)] if plain else []
-    return segs + [[j] for j in jobs if j["name"] in isolate]
+    """Segments in priority order (job['tier'], then as given): per tier, each isolated job alone,
+    then the others in at most `workers` runs of consecutive jobs."""
+    segs: list[list[dict]] = []
+    for t in sorted({j.get("tier", 0) for j in jobs}):
+        group = [j for j in jobs if j.get("tier", 0) == t]
+        segs += [[j] for j in group if j["name"] in isolate]
+        plain = [j for j in group if j["name"] not in isolate]
+        if plain:
+            size = -(-len(plain) // max(1, min(workers, len(plain))))
+            segs += [plain[i:i + size] for i in range(0, len(plain), size)]
+    return segs
 
 
 def run_isolated(jobs: list[dict], root: str | os.PathLike, *, workers: int = 8, isolate: set[str] | None = None,
                  device: int = 0, deadline_s: float | None = None, child_timeout_s: float = 300.0,
-                 simulate: bool = False, log=None) -> tuple[dict[str, JobRecord], dict]:
+                 simulate: str | bool | None = None, backend: str = "driver",
+                 log=None) -> tuple[dict[str, JobRecord], dict]:
     """Run launch jobs (format: formal/wmma/cuda_worker.py) with exact fault attribution.
 
-    Each worker process runs a segment of jobs in one CUDA context, synchronising and
-    checking after every launch; at the first fault it exits, and a fresh worker takes
-    the rest of the segment.  Jobs named in `isolate` run in a worker of their own.  Up
-    to `workers` processes run at once (a fault kills only its own context).  After
-    `deadline_s` no new worker starts (the jobs left are ``not_run``).  Outputs:
-    ``root/res/<name>.npz``.  Returns ({name: JobRecord}, device info).
+    Each worker process runs a segment of jobs, synchronising and checking after every
+    launch.  After a fault the worker drops its context and continues in a fresh, checked
+    one (driver backend), or exits and a fresh worker takes the rest of the segment (CuPy
+    backend, or when no fresh context can be made).  Jobs named in `isolate` run in a
+    worker process of their own.  Up to `workers` processes run at once (a fault kills
+    only its own context).  After `deadline_s` no new worker starts and running workers
+    are stopped (the jobs left are ``not_run``).  `simulate`: 'plain' / 'recover' (tests:
+    the stand-in device without / with fresh contexts).  Outputs: ``root/res/<name>.npz``.
+    Returns ({name: JobRecord}, device info).
     """
     import subprocess
     import threading
@@ -697,6 +740,7 @@ def run_isolated(jobs: list[dict], root: str | os.PathLike, *, workers: int = 8,
 
     log = log or (lambda s: print(s, file=sys.stderr))
     root = Path(root)
+    _close_inputs(root)
     res = root / "res"
     res.mkdir(parents=True, exist_ok=True)
     isolate = set(isolate or ())
@@ -715,11 +759,14 @@ def run_isolated(jobs: list[dict], root: str | os.PathLike, *, workers: int = 8,
         f = root / "seg" / f"s{attempt:05d}.json"
         f.parent.mkdir(exist_ok=True)
         f.write_text(json.dumps({"root": str(root), "jobs": seg}))
-        cmd = [sys.executable, str(WORKER), str(f), str(res), "--device", str(device)] + (["--simulate"] if simulate else [])
+        sim = {True: "plain", "plain": "plain", "recover": "recover"}.get(simulate) if simulate else None
+        cmd = ([sys.executable, str(WORKER), str(f), str(res), "--device", str(device), "--backend", backend]
+               + ({"plain": ["--simulate"], "recover": ["--simulate-recover"]}[sim] if sim else []))
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         timed_out = False
+        limit = child_timeout_s if t_end is None else max(1.0, min(child_timeout_s, t_end - time.time() + 5.0))
         try:
-            out, err = proc.communicate(timeout=child_timeout_s)
+            out, err = proc.communicate(timeout=limit)
         except subprocess.TimeoutExpired:
             proc.kill()                       # our own child, by its handle
             out, err = proc.communicate()
@@ -736,6 +783,9 @@ def run_isolated(jobs: list[dict], root: str | os.PathLike, *, workers: int = 8,
             for ev in events:
                 if ev.get("event") == "device" and not info:
                     info.update(ev["info"])
+                    if ev.get("note"):
+                        info["note"] = ev["note"]
+                        log(f"worker {attempt}: {ev['note']}")
                 elif ev.get("event") == "init_error":
                     for j in seg:
                         records[j["name"]] = JobRecord("init_error", ev.get("error"), attempt=attempt, isolated=iso)
@@ -745,11 +795,14 @@ def run_isolated(jobs: list[dict], root: str | os.PathLike, *, workers: int = 8,
                     started = ev["name"]
                 elif ev.get("event") == "done":
                     done.add(ev["name"])
-                    records[ev["name"]] = JobRecord(ev["status"], ev.get("error"), ev.get("seconds"), attempt, iso)
+                    records[ev["name"]] = JobRecord(ev["status"], ev.get("error"), ev.get("seconds"), attempt, iso,
+                                                    ev.get("context", 0), ev.get("out"))
                     if ev["status"] != "ok":
                         log(f"{ev['name']}: {ev['status']}: {ev.get('error')}")
             if started is not None and started not in done:
                 why = "timeout" if timed_out else "crash"
+                if timed_out and t_end is not None and time.time() >= t_end:
+                    why = "not_run"             # stopped at the deadline, not a verdict
                 records[started] = JobRecord(why, f"worker exit {proc.returncode}: {err.strip()[-300:]}",
                                              attempt=attempt, isolated=iso)
                 done.add(started)
@@ -764,20 +817,27 @@ def run_isolated(jobs: list[dict], root: str | os.PathLike, *, workers: int = 8,
         last = max(reached) if reached else -1
         return seg[last + 1:]
 
+    barren = [0]          # worker processes in a row that ended without a single ok job
+
     def worker_loop() -> None:
         while True:
             with lock:
                 if not queue:
                     return
                 seg = queue.popleft()
-            if t_end is not None and time.time() > t_end:
+                stop = ("deadline" if t_end is not None and time.time() > t_end else
+                        "device unusable: many workers in a row ended without one job done" if barren[0] > 3 * workers + 3
+                        else None)
+            if stop:
                 with lock:
                     for j in seg:
-                        records.setdefault(j["name"], JobRecord("not_run", "deadline"))
+                        records.setdefault(j["name"], JobRecord("not_run", stop))
                 continue
             rest = one(seg)
-            if rest:
-                with lock:
+            with lock:
+                ran = [records.get(j["name"]) for j in seg]
+                barren[0] = 0 if any(r is not None and r.status == "ok" for r in ran) else barren[0] + 1
+                if rest:
                     queue.appendleft(rest)     # continue the same run of jobs in a fresh context
 
     threads = [threading.Thread(target=worker_loop) for _ in range(max(1, workers))]
@@ -790,14 +850,29 @@ def run_isolated(jobs: list[dict], root: str | os.PathLike, *, workers: int = 8,
     return records, info
 
 
-def _write_job_inputs(root: Path, name: str, arrays: dict[str, np.ndarray]) -> dict[str, str]:
-    (root / "in").mkdir(parents=True, exist_ok=True)
-    out = {}
-    for k, a in arrays.items():
-        rel = f"in/{name}.{k}.npy"
-        np.save(root / rel, np.ascontiguousarray(a).view(np.uint8).reshape(-1))
-        out[k] = rel
-    return out
+_BLOBS: dict[str, Any] = {}
+
+
+def _write_job_inputs(root: Path, name: str, arrays: dict[str, np.ndarray]) -> dict[str, list]:
+    """Append a job's input arrays to root/in.bin; returns {buffer: [file, offset, bytes]}."""
+    from ..wmma.cuda_worker import BlobWriter
+
+    key = str(root)
+    if key not in _BLOBS:
+        _BLOBS[key] = BlobWriter(Path(root) / "in.bin")
+    return {k: _BLOBS[key].put(a) for k, a in arrays.items()}
+
+
+def _close_inputs(root: Path) -> None:
+    w = _BLOBS.pop(str(root), None)
+    if w is not None:
+        w.close()
+
+
+def _read_outputs(root: Path, rec: "JobRecord") -> dict[str, np.ndarray]:
+    from ..wmma.cuda_worker import read_ref
+
+    return {k: read_ref(root / "res", ref) for k, ref in (rec.out or {}).items()}
 
 
 def _write_ptx(root: Path, kernel: str, text: str) -> str:
@@ -858,8 +933,15 @@ def probe_result(p: Probe, out: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 ALIGN_PRE = 256                           # the matrix base is buffer + 256 + offset (buffer 1024-aligned)
 ALIGN_OFFSETS = (0, 4, 8, 16, 32, 64)      # bytes past a 256-aligned base
 PITCH_ALIGNS = (1, 2, 4, 8, 16, 32)       # exact power-of-two alignment of the pitch (stride in bytes)
-ALIGN_MODES = ("omitted", "operand")      # stride operand omitted (default, known to ptxas) / a runtime register
-ALIGN_WINDOWS = (("", "global"), ("", "shared"), ("global", "global"), ("shared", "shared"), ("shared::cta", "shared"))
+# (state space, pointer window, stride mode) of the kernels of every family.  The stride operand
+# omitted (default stride, known to ptxas) or a runtime register; ptxas 13.0 emits the same
+# accesses in both modes, for .shared and .shared::cta, and for generic pointers into global and
+# into shared memory (specs/observed/wmma_sass_sm90.json), so the sweep runs every space with a
+# runtime stride and the omitted stride for one generic and one .shared kernel.
+ALIGN_KERNELS = ((("", "global"), "operand"), (("global", "global"), "operand"), (("shared", "shared"), "operand"),
+                 (("", "shared"), "operand"), (("shared::cta", "shared"), "operand"),
+                 (("", "global"), "omitted"), (("shared", "shared"), "omitted"))
+CORE_WINDOWS = (("", "global"), ("global", "global"), ("shared", "shared"))     # generic, .global, .shared
 RUN2_FAILED = ("wl0016", "wl0063", "wp0000")   # the three errors of run2 (2026-11-22), re-run alone
 
 
@@ -917,12 +999,18 @@ def _pitch_strides(view: wmem.MemoryView) -> dict[int, int]:
     return out
 
 
-def _align_verdicts(view: wmem.MemoryView, opcode: str, offset: int, stride: int, omitted: bool) -> dict:
-    ptr = 1 << 20 | (ALIGN_PRE + offset)                # a representative address with the probe's low bits
+@lru_cache(maxsize=None)
+def _align_verdicts(family: str, offset: int, stride: int) -> dict:
+    """The text's verdict on (base = 256-aligned + offset, stride) under each reading, with the rules
+    violated (the spec's rules by enumeration; check_access's Z3 cross-check is too slow for 10^4
+    probes, and tests/test_wmma_probe.py compares the two on a sample)."""
+    view = wmem.memory_view(family)
+    ptr = (1 << 20) | (ALIGN_PRE + offset)             # a representative address with the probe's low bits
     out = {}
     for rd in wmem.READINGS:
-        r = wmem.check_access(opcode, ptr, None if omitted else stride, reading=rd)
-        out[rd] = {"legal": r.legal, "rules": sorted({v.rule for v in r.violations})}
+        fb = view.frag_bytes(rd)
+        bad = [r.id for r in wmem.spec().rules if not wmem.legal_py(view, ptr, stride, fb, (r.id,))]
+        out[rd] = {"legal": not bad, "rules": bad}
     return out
 
 
@@ -986,11 +1074,12 @@ class AlignKernel:
 
 
 def alignment_probes(target: str = TARGET, ptx: str = PTX_VERSION, families=None) -> tuple[list[AlignProbe], list[AlignKernel]]:
-    """The sweep: for every wmma.load/.store family, every (space, window) of ALIGN_WINDOWS and
-    both stride modes, the base offsets ALIGN_OFFSETS at the default stride (mode omitted) or
-    at the canonical stride (mode operand: the default if legal under both readings, else the
-    smallest stride that is), and, in mode operand at offset 0, one stride per pitch
-    alignment in PITCH_ALIGNS (the smallest stride >= default with that exact alignment).
+    """The sweep: for every wmma.load/.store family and every kernel of ALIGN_KERNELS, the base
+    offsets ALIGN_OFFSETS at the default stride (mode omitted) or at the canonical stride (mode
+    operand: the default if legal under both readings of 'fragment size', else the smallest stride
+    that is), and, in mode operand at offset 0, one stride per pitch alignment in PITCH_ALIGNS (the
+    smallest stride >= default whose pitch has exactly that alignment: every boundary of the
+    text's rule, which needs a pitch multiple of the fragment size, 4 to 32 bytes).
     `families` (optional): only these family opcodes."""
     probes: list[AlignProbe] = []
     kernels: list[AlignKernel] = []
@@ -1005,27 +1094,38 @@ def alignment_probes(target: str = TARGET, ptx: str = PTX_VERSION, families=None
         view = wmem.memory_view(family)
         canon = safe_stride(view)
         pitches = _pitch_strides(view)
-        for space, window in ALIGN_WINDOWS:
+        for (space, window), mode in ALIGN_KERNELS:
             form = next((f for f in forms if (f.space or "") == space), None)
             if form is None:
                 continue
-            for mode in ALIGN_MODES:
-                pts = [("offset", off, view.default_stride if mode == "omitted" else canon) for off in ALIGN_OFFSETS]
-                if mode == "operand":
-                    pts += [("pitch", 0, s) for a, s in sorted(pitches.items()) if s != canon]
-                max_stride = max(s for _, _, s in pts)
-                foot = (view.footprint_elements(max_stride) * view.elem_bits + 7) // 8
-                run_bytes = _round_up(ALIGN_PRE + max(ALIGN_OFFSETS) + foot + 64, 256)
-                k = AlignKernel(f"wk{len(kernels):04d}", form, family, window, mode, run_bytes)
-                k.ptx = _align_kernel(form, window, mode, k.kernel, run_bytes)
-                kernels.append(k)
-                for purpose, off, s in pts:
-                    probes.append(AlignProbe(f"wa{len(probes):05d}", k.kernel, "load" if form.family == "wmma.load" else "store",
-                                             family, form.opcode, space, window, mode, off, s,
-                                             s * view.elem_bits // 8 if (s * view.elem_bits) % 8 == 0 else 0, purpose,
-                                             _align_verdicts(view, form.opcode, off, s, mode == "omitted"), run_bytes,
-                                             view.etype, view.elem_bits, view.regs, view.reg_bits))
+            pts = [("offset", off, view.default_stride if mode == "omitted" else canon) for off in ALIGN_OFFSETS]
+            if mode == "operand":
+                pts += [("pitch", 0, s) for a, s in sorted(pitches.items()) if s != canon]
+            max_stride = max(s for _, _, s in pts)
+            foot = (view.footprint_elements(max_stride) * view.elem_bits + 7) // 8
+            run_bytes = _round_up(ALIGN_PRE + max(ALIGN_OFFSETS) + foot + 64, 256)
+            k = AlignKernel(f"wk{len(kernels):04d}", form, family, window, mode, run_bytes)
+            k.ptx = _align_kernel(form, window, mode, k.kernel, run_bytes)
+            kernels.append(k)
+            for purpose, off, s in pts:
+                probes.append(AlignProbe(f"wa{len(probes):05d}", k.kernel, "load" if form.family == "wmma.load" else "store",
+                                         family, form.opcode, space, window, mode, off, s,
+                                         s * view.elem_bits // 8 if (s * view.elem_bits) % 8 == 0 else 0, purpose,
+                                         _align_verdicts(family, off, s), run_bytes,
+                                         view.etype, view.elem_bits, view.regs, view.reg_bits))
     return probes, kernels
+
+
+def align_tier(p: AlignProbe, predicted: dict | None) -> int:
+    """Run order under a deadline.  1: legal under some reading of the text, or predicted to work
+    (the errata's evidence; no restarts); 2: illegal and predicted to fault, just below the
+    predicted requirement, for generic / .global / .shared (the model's boundary); 3: the rest."""
+    legal = any(v["legal"] for v in p.legal.values())
+    if predicted is None or legal or not predicted["fault"]:
+        return 1
+    w = predicted["width"]
+    edge = p.base_align * 2 == w if p.purpose == "offset" else p.pitch_align * 2 == w
+    return 2 if edge and (p.space, p.window) in CORE_WINDOWS and p.mode == "operand" else 3
 
 
 def _family_rng(family: str, what: str) -> np.random.Generator:
@@ -1045,19 +1145,26 @@ def align_codes(family: str) -> tuple[np.ndarray, np.ndarray]:
     return cells, words
 
 
+@lru_cache(maxsize=None)
+def _cell_index(family: str, stride: int) -> np.ndarray:
+    """[rows, cols] element index of every cell at `stride` (the spec's index formula, vectorised)."""
+    view = wmem.memory_view(family)
+    r, c = np.meshgrid(np.arange(view.rows), np.arange(view.cols), indexing="ij")
+    return np.asarray(view.index(r, c, stride), np.int64) * np.ones_like(r)
+
+
 def _place(view: wmem.MemoryView, buf: np.ndarray, start: int, stride: int, cells: np.ndarray) -> np.ndarray:
     """buf with the matrix `cells` written at byte `start` (element addresses from the spec)."""
     n = view.footprint_elements(stride)
     nbytes = (n * view.elem_bits + 7) // 8
     region = unpack(buf[start:start + nbytes], view.elem_bits, n)
-    for r in range(view.rows):
-        for c in range(view.cols):
-            region[int(view.index(r, c, stride))] = cells[r, c]
-    out = buf.copy()
+    region[_cell_index(view.opcode, stride).reshape(-1)] = cells.reshape(-1)
     packed = pack(region, view.elem_bits, nbytes)
-    if (n * view.elem_bits) % 8:                     # keep the bits of the last byte past the footprint
-        keep = np.uint8((0xFF << ((n * view.elem_bits) % 8)) & 0xFF)
+    tail = (n * view.elem_bits) % 8
+    if tail:                                          # keep the bits of the last byte past the footprint
+        keep = np.uint8((0xFF << tail) & 0xFF)
         packed[-1] = (packed[-1] & ~keep) | (buf[start + nbytes - 1] & keep)
+    out = buf.copy()
     out[start:start + nbytes] = packed
     return out
 
@@ -1065,20 +1172,15 @@ def _place(view: wmem.MemoryView, buf: np.ndarray, start: int, stride: int, cell
 def _extract(view: wmem.MemoryView, buf: np.ndarray, start: int, stride: int) -> np.ndarray:
     n = view.footprint_elements(stride)
     region = unpack(buf[start:start + (n * view.elem_bits + 7) // 8], view.elem_bits, n)
-    out = np.zeros((view.rows, view.cols), np.uint64)
-    for r in range(view.rows):
-        for c in range(view.cols):
-            out[r, c] = region[int(view.index(r, c, stride))]
-    return out
+    return region[_cell_index(view.opcode, stride)]
 
 
 def _cell_mask(view: wmem.MemoryView, nbytes: int, start: int, stride: int) -> np.ndarray:
-    """Bytes of a buffer that hold (part of) a matrix cell."""
+    """Bytes of a buffer that hold (part of) a matrix cell (stores: 16-bit and wider elements)."""
     m = np.zeros(nbytes, bool)
-    for r in range(view.rows):
-        for c in range(view.cols):
-            bit = 8 * start + int(view.index(r, c, stride)) * view.elem_bits
-            m[bit // 8:(bit + view.elem_bits + 7) // 8] = True
+    first = start + _cell_index(view.opcode, stride).reshape(-1) * view.elem_bits // 8
+    for b in range((view.elem_bits + 7) // 8):
+        m[first + b] = True
     return m
 
 
@@ -1142,13 +1244,17 @@ def run_wmma_alignment_probes(out_dir: str | os.PathLike, *, device: int = 0, wo
     """The targeted alignment re-run: every probe of :func:`alignment_probes` and the run2
     re-runs (:func:`_rerun_probes`), each verdict isolated (:func:`run_isolated`).
 
-    Writes ``wmma_alignment.json`` (probes, per-probe status and outcome, analysis by
-    :func:`formal.wmma.alignment.analyse`) and ``wmma_alignment_raw.npz`` (registers of the
-    loads, matrices of the stores, the re-runs' raw data and pipeline arrays).  Probes the
-    SASS survey predicts to fault run in a worker of their own, so the others run without
-    restarts.  Returns the analysis.  `simulate(probe) -> "ok" | "fault"` (tests) replaces
-    the GPU by the stand-in device: a simulated correct device (the family's registers /
-    matrix) that faults where it says.
+    Order (what a deadline cuts last comes last): the run2 re-runs, each in a worker process
+    of its own; then the probes by :func:`align_tier` -- legal under some reading or predicted
+    to work; the predicted boundary; the remaining predicted faults.  Every fault is followed
+    by a fresh context, so each verdict belongs to its probe alone.
+
+    Writes ``wmma_alignment.json`` (probes with the text's verdicts, the SASS prediction, the
+    status and outcome; the analysis of :func:`formal.wmma.alignment.analyse`) and
+    ``wmma_alignment_raw.npz`` (registers of the loads, matrices of the stores, the re-runs'
+    raw data and pipeline arrays).  Returns the analysis.  `simulate(probe) -> "ok" | "fault"`
+    (tests) replaces the GPU by the stand-in device: a correct device (the family's registers /
+    matrix under a fixed map) that faults where it says.
     """
     from ..wmma import alignment as wal
 
@@ -1160,77 +1266,99 @@ def run_wmma_alignment_probes(out_dir: str | os.PathLike, *, device: int = 0, wo
     kmap = {k.kernel: k for k in kernels}
     rmem, rpipe = _rerun_probes(target, ptx) if reruns else ([], [])
     pred = {p.name: wal.predict(p.manifest()) for p in probes}
+    tier = {p.name: align_tier(p, pred[p.name]) for p in probes}
     root = Path(tempfile.mkdtemp(prefix="wmma_align_"))
     jobs, isolate = [], set()
     rin: dict[str, dict] = {}
-    for i, p in enumerate(rmem + rpipe):
+    for p in rmem + rpipe:
         rin[p.name] = pipeline_inputs(p, 0) if p.kind == "pipeline" else _load_inputs_of(p)
         job = probe_job(p, rin[p.name], root, target, ptx)
-        job["name"] = "rerun." + p.name
+        job.update(name="rerun." + p.name, tier=0)
         if simulate is not None:
             job["sim"] = {"fault": simulate(p) == "fault"}
         jobs.append(job)
         isolate.add(job["name"])
-    for p in probes:
+    for p in sorted(probes, key=lambda q: tier[q.name]):
         job = align_job(p, kmap[p.kernel], root, target, ptx)
+        job["tier"] = tier[p.name]
         if simulate is not None:
             job["sim"] = {"fault": simulate(p) == "fault", "out": _write_job_inputs(root, p.name + ".sim", _sim_align_out(p))}
-        if (pred[p.name] or {}).get("fault"):
-            isolate.add(p.name)
         jobs.append(job)
-    log(f"{len(probes)} alignment probes in {len(kernels)} kernels ({len(isolate) - len(rmem) - len(rpipe)} predicted "
-        f"to fault, run alone) + {len(rmem) + len(rpipe)} run2 re-runs; {workers} workers, deadline {deadline_s} s")
+    from collections import Counter
+    nt = Counter(tier.values())
+    nf = Counter(tier[n] for n, x in pred.items() if x and x["fault"])
+    log(f"{len(probes)} alignment probes in {len(kernels)} kernels, tiers {dict(sorted(nt.items()))} (predicted faults "
+        f"{dict(sorted(nf.items()))}) + {len(rmem) + len(rpipe)} run2 re-runs; {workers} workers, deadline {deadline_s} s; "
+        f"prepared in {time.time() - t0:.1f}s")
     try:
-        records, info = run_isolated(jobs, root, workers=workers, isolate=isolate, device=device, deadline_s=deadline_s,
-                                     simulate=simulate is not None, log=log)
+        remaining = None if deadline_s is None else max(1.0, deadline_s - (time.time() - t0))
+        records, info = run_isolated(jobs, root, workers=workers, isolate=isolate, device=device, deadline_s=remaining,
+                                     simulate="recover" if simulate is not None else None, log=log)
         raw: dict[str, np.ndarray] = {}
         entries = []
         outcomes: dict[str, dict] = {}
         for p in probes:
             rec = records[p.name]
-            e = p.manifest()
-            e.update(status=rec.status, error=rec.error, isolated=rec.isolated, predicted=pred[p.name])
-            if rec.status == "ok":
-                with np.load(root / "res" / f"{p.name}.npz") as z:
-                    o = align_outcome(p, {k: z[k] for k in z.files})
+            e = {k: v for k, v in p.manifest().items() if k not in ("etype", "elem_bits", "regs", "reg_bits", "run_bytes")}
+            e["legal"] = {rd: v["legal"] for rd, v in p.legal.items()}
+            e.update(status=rec.status, context=rec.context, worker=rec.attempt, tier=tier[p.name],
+                     predicted=None if pred[p.name] is None else {k: pred[p.name][k] for k in ("width", "fault")})
+            if rec.status != "ok":
+                e.update(error=rec.error, error_class=rec.error_class)
+            else:
+                o = align_outcome(p, _read_outputs(root, rec))
                 outcomes[p.name] = o
-                key = "regs" if p.kind == "load" else "matrix"
-                raw[p.name] = o[key]
                 e.update({k: v for k, v in o.items() if k not in ("regs", "matrix")})
             entries.append(e)
-        _compare_with_references(probes, entries, outcomes)
+        refs = _compare_with_references(probes, entries, outcomes)
+        for p, e in zip(probes, entries):          # raw data: the references and whatever differs from them
+            if e.get("data") in ("reference", "differs"):
+                raw[p.name] = outcomes[p.name]["regs" if p.kind == "load" else "matrix"]
         reruns_out = []
         for p in rmem + rpipe:
             rec = records["rerun." + p.name]
             r = {"name": p.name, "opcode": p.opcode, "kind": p.kind, "stride": p.stride, "variant": p.variant,
                  "window": p.window, "status": rec.status, "error": rec.error, "legal_under": p.extra.get("legal_under")}
             if rec.status == "ok":
-                with np.load(root / "res" / f"rerun.{p.name}.npz") as z:
-                    res = probe_result(p, {k: z[k] for k in z.files})
+                res = probe_result(p, _read_outputs(root, rec))
                 if p.kind == "load":
                     raw[f"rerun.{p.name}"] = res["dump"]
                     m = decode_load(p, res["dump"])
                     r["map"] = {"cells": m["cells"], "anomalies": {k: (len(v) if isinstance(v, list) else v)
                                                                    for k, v in m["anomalies"].items()}}
                 else:
+                    from ..wmma import pipeline as wpl
                     for k in ("A", "B", "C"):
                         raw[f"rerun.{p.name}.{k}"] = rin[p.name][k]
-                    raw[f"rerun.{p.name}.D"] = pipeline_output(p, res["mem_d"])
+                    D = pipeline_output(p, res["mem_d"])
+                    raw[f"rerun.{p.name}.D"] = D
+                    st, det = wpl.compare(p.opcode, p.extra["store"], rin[p.name]["A"], rin[p.name]["B"],
+                                          rin[p.name]["C"], D, target)
+                    r["pipeline_check"] = dict(det, status=st)
             reruns_out.append(r)
     finally:
         import shutil
         shutil.rmtree(root, ignore_errors=True)
     meta = {"device": info, "target": target, "ptx": ptx, "align_pre": ALIGN_PRE, "offsets": list(ALIGN_OFFSETS),
-            "pitch_aligns": list(PITCH_ALIGNS), "modes": list(ALIGN_MODES), "windows": [list(w) for w in ALIGN_WINDOWS],
+            "pitch_aligns": list(PITCH_ALIGNS), "kernels_per_family": [[list(w), m] for w, m in ALIGN_KERNELS],
             "workers": workers, "deadline_s": deadline_s, "simulated": simulate is not None,
             "time_s": round(time.time() - t0, 2), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "sass_survey": wal.survey_meta(), "execution": _record_summary(records)}
+            "sass_survey": wal.survey_meta(),
+            "execution": {k: v for k, v in _record_summary(records).items() if k != "not_ok"}}
+    survey = wal.load_survey()
+
+    def sass(k: AlignKernel):
+        e = survey["index"].get((k.family, k.form.space or "", k.window, k.mode)) if survey else None
+        return e["ops"] if e else None
     doc = {"meta": meta, "kernels": [{"kernel": k.kernel, "family": k.family, "opcode": k.form.opcode, "window": k.window,
-                                      "mode": k.mode, "run_bytes": k.run_bytes} for k in kernels],
-           "probes": entries, "reruns": reruns_out}
+                                      "mode": k.mode, "run_bytes": k.run_bytes, "sass": sass(k),
+                                      "kind": "load" if k.form.family == "wmma.load" else "store",
+                                      "space": k.form.space or ""} for k in kernels],
+           "references": refs, "probes": entries, "reruns": reruns_out}
     doc["analysis"] = wal.analyse(doc)
+    doc["probes"] = wal.pack_probes(entries)
     np.savez_compressed(out / "wmma_alignment_raw.npz", **raw)
-    (out / "wmma_alignment.json").write_text(json.dumps(doc, indent=1, default=_json_default))
+    (out / "wmma_alignment.json").write_text(json.dumps(doc, separators=(",", ":"), default=_json_default))
     log(f"alignment run done in {time.time() - t0:.1f}s: {meta['execution']['status_counts']}; "
         f"{out / 'wmma_alignment.json'}")
     return doc["analysis"]
@@ -1246,7 +1374,7 @@ def _json_default(x):
     raise TypeError(f"not JSON serialisable: {type(x).__name__}")
 
 
-def _compare_with_references(probes: list[AlignProbe], entries: list[dict], outcomes: dict[str, dict]) -> None:
+def _compare_with_references(probes: list[AlignProbe], entries: list[dict], outcomes: dict[str, dict]) -> dict[str, str]:
     """Mark each probe that did not fault: did it move the family's data (registers / matrix)?
 
     Reference: the probe of the family at offset 0 with the stride operand omitted through a
@@ -1266,10 +1394,10 @@ def _compare_with_references(probes: list[AlignProbe], entries: list[dict], outc
         r = ref.get(p.family)
         key = "regs" if p.kind == "load" else "matrix"
         same = bool(np.array_equal(outcomes[p.name][key], outcomes[r][key]))
-        e["reference"] = r
         e["data"] = "reference" if r == p.name else ("same" if same else "differs")
         if p.kind == "store" and outcomes[p.name]["wrote_outside"]:
             e["data"] = "differs" if e["data"] == "same" else e["data"]
+    return ref
 
 
 def _sim_align_out(p: AlignProbe) -> dict[str, np.ndarray]:
@@ -1356,8 +1484,7 @@ def _execute_isolated(probes: list[Probe], inputs_of, root: Path, *, workers: in
     results = {}
     for p in probes:
         if records[p.name].status == "ok":
-            with np.load(root / "res" / f"{p.name}.npz") as z:
-                results[p.name] = probe_result(p, {k: z[k] for k in z.files})
+            results[p.name] = probe_result(p, _read_outputs(root, records[p.name]))
     return results, records, info
 
 
@@ -1482,16 +1609,22 @@ def decode_dir(out_dir: str | os.PathLike, dest: str | os.PathLike | None = None
         maps.append(decode_load(p, raw[p.name]) if p.kind == "load" else decode_store(p, raw[p.name]))
     meta = dict(man["meta"])
     meta.update({"evidence": "silicon", "archs": [man["meta"]["target"]],
-                 "run": {"errors": man.get("errors", {}), "probes": len(man["probes"])}})
+                 "run": {"errors": man.get("errors", {}), "probes": len(man["probes"]),
+                         "probes_with_data": sum(1 for d in man["probes"] if d["name"] in raw.files),
+                         "status_counts": dict(__import__("collections").Counter(
+                             r["status"] for r in man.get("status", {}).values())) or None}})
     dest = Path(dest) if dest else out / "wmma_sm90_observed.json"
     dest.write_text(json.dumps({"meta": meta, "maps": maps}))
     return dest
 
 
-def condense(observed: str | os.PathLike, dest: str | os.PathLike) -> Path:
+def condense(observed: str | os.PathLike, dest: str | os.PathLike, provenance: dict | None = None,
+             target: str = TARGET, ptx: str = PTX_VERSION) -> Path:
     """The file to check in under specs/observed/: one map per form (the canonical variant:
     stride operand omitted, generic pointer into global memory; else the first variant),
-    with every other variant of the form summarised as agreeing or not (and where)."""
+    with every other variant of the form summarised as agreeing or not (and where).
+    ``meta.coverage`` lists the load/store families the run observed and those it did not;
+    `provenance` (run id, driver, notes) is recorded as ``meta.provenance``."""
     doc = json.loads(Path(observed).read_text())
     groups: dict[str, list[dict]] = {}
     for m in doc["maps"]:
@@ -1512,8 +1645,18 @@ def condense(observed: str | os.PathLike, dest: str | os.PathLike) -> Path:
                                   "differing_slots": diff[:8], "n_differing": len(diff),
                                   "anomalies": {k: (len(v) if isinstance(v, list) else v) for k, v in m["anomalies"].items()}})
         out.append(c)
+    fams = set()
+    for fam in ("wmma.load", "wmma.store"):
+        for f in _base_forms(fam, target, ptx):
+            fams.add(f"{'load' if fam == 'wmma.load' else 'store'}:" +
+                     (f.opcode.replace(f".{f.space}.", ".") if f.space else f.opcode))
+    meta = dict(doc["meta"])
+    meta["coverage"] = {"families": len(fams), "observed": sorted(k for k in groups if k in fams),
+                        "not_observed": sorted(fams - set(groups))}
+    if provenance:
+        meta["provenance"] = provenance
     dest = Path(dest)
-    dest.write_text(json.dumps({"meta": doc["meta"], "maps": out}, separators=(",", ":")))
+    dest.write_text(json.dumps({"meta": meta, "maps": out}, separators=(",", ":")))
     return dest
 
 
@@ -1582,7 +1725,8 @@ USAGE = """usage: python -m formal.hw.wmma_probe OUT_DIR [--device N] [--seed S]
        python -m formal.hw.wmma_probe --alignment OUT_DIR [--device N] [--workers W] [--deadline SECONDS]
 
 OUT_DIR: every load/store map probe and pipeline kernel (fault-isolated; about a minute).
---alignment: the alignment sweep and the run2 re-runs (about 30-60 s; prints the analysis)."""
+--alignment: the alignment sweep and the run2 re-runs (stops starting work after --deadline seconds,
+default 55; prints the analysis; default 12 workers)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1605,21 +1749,30 @@ def main(argv: list[str] | None = None) -> int:
 
     dev = opt("--device", int, 0)
     seed = opt("--seed", int, 0)
-    workers = opt("--workers", int, 8)
+    workers = opt("--workers", int, 0)
     deadline = opt("--deadline", float, 55.0)
     if argv[0] == "--alignment":
+        workers = workers or 12            # the sweep is bound by fresh contexts after faults: more at once
         if len(argv) != 2:
             print(USAGE, file=sys.stderr)
             return 2
         summary = run_wmma_alignment_probes(argv[1], device=dev, workers=workers, deadline_s=deadline)
         from ..wmma import alignment as wal
         print(wal.report_text(summary))
+        if not summary["ran"]:
+            print("wmma_probe: no probe ran (no usable GPU?); see the errors above", file=sys.stderr)
+            return 1
         return 0
     if len(argv) != 1:
         print(USAGE, file=sys.stderr)
         return 2
-    for pth in run_wmma_probes(argv[0], device=dev, seed=seed, workers=workers):
+    paths = run_wmma_probes(argv[0], device=dev, seed=seed, workers=workers or 8)
+    for pth in paths:
         print(pth)
+    man = json.loads((Path(argv[0]) / "wmma_probe_manifest.json").read_text())
+    if not man["meta"]["execution"]["status_counts"].get("ok"):
+        print("wmma_probe: no probe ran (no usable GPU?); see the errors above", file=sys.stderr)
+        return 1
     return 0
 
 

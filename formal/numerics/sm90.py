@@ -69,8 +69,9 @@ HMMA_F32 = BlockFMA(
     subnormal_output="gradual",
     evidence="HIGH: silicon (H100 run1, 2304 warps each of f16 and bf16, 14 forms incl. sparse, 6 regimes, "
              "bit-exact; refutes F=24/26, n=8, RNE, floor truncation, late c, normalised/unpinned subnormals, "
-             "NaN 0x7FC00000, and for bf16 IEEE RZ overflow; run2: 44 probes A-H3, R, S1*, S2* agree, "
-             "hw-check 2,904,000 warps over all non-f64 forms bit-exact) and [KM25] H100/H200 data "
+             "NaN 0x7FC00000, and for bf16 IEEE RZ overflow; run2: 41 probes (A-H3, D1-D15, R, S1a-S1g, "
+             "S2i-S2iii, S2bf) agree, hw-check 2,904,000 warps over all non-f64 forms bit-exact) and [KM25] "
+             "H100/H200 data "
              "(NOTES §2.2). Open (LOW): the sign of a nonzero bf16/tf32 sum that rounds to zero (probes "
              "S2u, S2utf) and a subnormal f32 c's alignment (probe R32)",
 )
@@ -94,9 +95,9 @@ HMMA_F16 = HMMA_F32.but(
 )
 
 TF32_F32 = HMMA_F32.but(
-    n=8,               # MED: published vectors have 4 products (probe D with k up to 7)
-    tf32_conversion="truncate",  # HIGH: silicon (H100 run1; RN conversion refuted) and PTX text for wgmma
-    tf32_nan="blind",  # HIGH: silicon (H100 run1: 3,721 registers refute "keep")
+    n=8,               # HIGH: silicon (run2 probes DT4, DT5, DT7 refute n=4; run1 14,658 registers)
+    tf32_conversion="truncate",  # HIGH: silicon (run1; run2 K1, K1k4 refute RN) and PTX text for wgmma
+    tf32_nan="blind",  # HIGH: silicon (run1: 3,721 registers refute "keep"; run2 K2)
     evidence="HIGH: silicon (H100 run1, 2304 warps, m16n8k4/k8 dense + sparse, bit-exact; refutes n=4, "
              "RN conversion of the f32 container (115,538 registers), NaN kept from the low 13 bits "
              "(3,721 registers: a NaN whose payload is only in the dropped bits is read as Inf), NaN "
@@ -191,7 +192,8 @@ SM90 = ArchModel(
              "2,904,000 warps over 242 non-f64 cases; 80 probes; 14,742 edge-case vectors); [KM25] "
              "published vectors agree. Open: f64 order probes (run1 decides), the sign of a bf16/tf32 sum "
              "that rounds to zero and a subnormal f32 c (probes S2u, S2utf, R32)",
-    sources=("HW1", "HW2", "SASS", "KM25", "FHMP21", "FTTN", "dfyz", "huweim", "CUT1986", "SA2", "DSV3", "PTX", "NOTES"),
+    sources=("HW1", "HW2", "SASS", "KM25", "FHMP21", "FTTN", "dfyz", "huweim", "CUT1986", "SA2", "DSV3", "PTX",
+             "NOTES"),
     paths=MappingProxyType({
         "f16.f32": HMMA_F32,
         "bf16.f32": HMMA_F32,

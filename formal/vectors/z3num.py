@@ -414,8 +414,8 @@ def block_fma(a: Sequence[Elem], b: Sequence[Elem], c: Elem, p, dtype: str) -> z
     """The BlockFMA of :class:`formal.numerics.params.BlockFMA` (all K, chained blocks)."""
     if p.normalise_products or p.c_entry != "window" or p.truncation not in ("magnitude", "floor"):
         raise NoEncoding("BlockFMA variant (normalise_products / c_entry / truncation) without an encoding")
-    if not p.pin_subnormals:
-        raise NoEncoding("BlockFMA with pin_subnormals=False")
+    if not p.pin_subnormals or not getattr(p, "pin_c", True):
+        raise NoEncoding("BlockFMA with pin_subnormals=False or pin_c=False")
     for x in list(a) + list(b):
         if x.f.name not in ("f16", "bf16", "tf32"):
             raise NoEncoding(f"BlockFMA input type {x.f.name}")
@@ -474,9 +474,13 @@ def _one_block(a, b, c: Elem, p, dtype: str) -> z3.BitVecRef:
         zneg = z3.If(allz, alln, z3.BoolVal(p.rounding == "rm"))
     neg = z3.If(zero, zneg, neg)
     neg = z3.If(isinf, ninf, neg)
-    return encode(neg, sabs(S), E - bv(F, EW), dtype, p.rounding, overflow=p.overflow,
-                  frac_bits=p.out_frac, ftz=p.subnormal_output == "ftz", nan=isnan, inf=isinf,
-                  nan_code=p.nan_bits)
+    r = encode(neg, sabs(S), E - bv(F, EW), dtype, p.rounding, overflow=p.overflow,
+               frac_bits=p.out_frac, ftz=p.subnormal_output == "ftz", nan=isnan, inf=isinf,
+               nan_code=p.nan_bits)
+    if getattr(p, "rounded_zero_sign", "sum") == "positive":   # a nonzero sum that rounds to zero: +0
+        nb = get_format(dtype).bits
+        r = z3.If(z3.And(z3.Not(zero), z3.Extract(nb - 2, 0, r) == 0), bv(0, nb), r)
+    return r
 
 
 def integer_dot(a, b, c: Elem, p, satfinite: bool) -> z3.BitVecRef:

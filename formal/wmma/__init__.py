@@ -8,6 +8,12 @@
   rules allow.
 * :mod:`formal.wmma.registry` -- the obligations in ``formal.prove``'s registry (registered
   here, at import, as ``prove --all`` expects).
+* :mod:`formal.wmma.pipeline` -- :func:`check_pipeline_data`: the silicon load -> mma -> store
+  results against ``formal.evaluate_matrices``, bit for bit.
+* :mod:`formal.wmma.alignment` -- what the hardware needs for alignment (ptxas SASS survey,
+  silicon alignment runs) against the text's rule; the silicon errata's status.
+* :mod:`formal.wmma.cuda_worker` -- the child process of the fault-isolated GPU executor
+  (:func:`formal.hw.wmma_probe.run_isolated`); standalone, run by path.
 """
 
 from .memory import (  # noqa: F401
@@ -21,6 +27,7 @@ from .memory import (  # noqa: F401
     memory_forms,
     memory_view,
 )
+from .pipeline import PipelineReport, check_pipeline_data  # noqa: F401
 from .results import PROVED, REFUTED, UNKNOWN, Result  # noqa: F401
 
 from . import registry as _registry  # noqa: E402

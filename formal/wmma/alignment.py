@@ -7,7 +7,7 @@ Three sources, kept apart and compared:
   element size) are multiples of the fragment size (theorem wmma.align_readings_agree).
 * **ptxas** -- which memory instructions ptxas emits for each kernel of the alignment
   sweep (:func:`formal.hw.wmma_probe.alignment_probes`), read from the SASS
-  (``specs/observed/wmma_sm90_sass.json``, written by :func:`write_survey`; needs ptxas and
+  (``specs/observed/wmma_sass_sm90.json``, written by :func:`write_survey`; needs ptxas and
   cuobjdump).  Each access instruction needs its own width of alignment (``LDSM``: every
   lane's row address 16 bytes; ``LD.E.64``: 8; ``LD.E.U8``: 1).  Every access is at the base
   plus a multiple of the pitch plus an immediate multiple of its width, so the *model*
@@ -36,7 +36,7 @@ from pathlib import Path
 
 from ..specdata import spec_dir
 
-SURVEY_FILE = "observed/wmma_sm90_sass.json"
+SURVEY_FILE = "observed/wmma_sass_sm90.json"
 LOAD_RE = re.compile(r"^(LD|LDG|LDS|LDSM)(\.|$)")
 STORE_RE = re.compile(r"^(ST|STG|STS|STSM)(\.|$)")
 
@@ -145,12 +145,10 @@ def survey(target: str = "sm_90", ptx: str | None = None, ptxas_path: str | None
         acc = wmma_accesses(funcs[k.kernel], kind, k.window)
         ops = Counter(o for o, _ in acc)
         width = max((access_width(o) for o, _ in acc), default=0)
-        imms = sorted({i for _, a in acc for i in _immediates(a)})
         entries.append({"family": k.family, "space": k.form.space or "", "window": k.window, "mode": k.mode,
                         "kind": kind, "ops": dict(sorted(ops.items())), "width": width,
                         "immediates_multiple_of_width": all(i % max(access_width(o), 1) == 0
-                                                            for o, a in acc for i in _immediates(a)),
-                        "immediates": imms})
+                                                            for o, a in acc for i in _immediates(a))})
     return {"meta": {"what": "memory instructions ptxas emits for the wmma of each alignment kernel "
                              "(formal.hw.wmma_probe.alignment_probes); width = bytes of alignment the widest needs",
                      "evidence": "ptxas", "target": target, "ptx": ptx, "ptxas": pa.version, "cuobjdump": cuv,
@@ -159,22 +157,35 @@ def survey(target: str = "sm_90", ptx: str | None = None, ptxas_path: str | None
             "kernels": entries}
 
 
+_SURVEY_COLUMNS = ("family", "space", "window", "mode", "kind", "width", "ops", "immediates_multiple_of_width")
+
+
 def write_survey(dest: str | os.PathLike | None = None, **kw) -> Path:
+    """Run :func:`survey` and write it (rows of _SURVEY_COLUMNS; ops as 'OP*count,...')."""
     dest = Path(dest) if dest else spec_dir() / SURVEY_FILE
     doc = survey(**kw)
-    dest.write_text(json.dumps(doc, separators=(",", ":")))
+    rows = [[e[c] if c != "ops" else ",".join(f"{o}*{n}" for o, n in e["ops"].items()) for c in _SURVEY_COLUMNS]
+            for e in doc["kernels"]]
+    dest.write_text(json.dumps({"meta": doc["meta"], "columns": list(_SURVEY_COLUMNS), "rows": rows},
+                               separators=(",", ":")).replace("],[", "],\n["))
     load_survey.cache_clear()
     return dest
 
 
 @lru_cache(maxsize=1)
 def load_survey() -> dict | None:
+    """The checked-in survey: {"meta", "kernels": [dict], "index": {(family, space, window, mode): dict}}."""
     p = spec_dir() / SURVEY_FILE
     if not p.exists():
         return None
-    doc = json.loads(p.read_text())
-    doc["index"] = {(e["family"], e["space"], e["window"], e["mode"]): e for e in doc["kernels"]}
-    return doc
+    raw = json.loads(p.read_text())
+    kernels = []
+    for row in raw["rows"]:
+        e = dict(zip(raw["columns"], row))
+        e["ops"] = {o: int(n) for o, n in (x.rsplit("*", 1) for x in e["ops"].split(",") if x)}
+        kernels.append(e)
+    return {"meta": raw["meta"], "kernels": kernels,
+            "index": {(e["family"], e["space"], e["window"], e["mode"]): e for e in kernels}}
 
 
 def survey_meta() -> dict | None:
@@ -197,26 +208,79 @@ def predict(p: dict) -> dict | None:
 
 
 # ----------------------------------------------------------------------------------
+# the run file: probes as rows (columns below), joined with their kernel on load
+
+COLUMNS = ("name", "kernel", "offset", "stride", "pitch_bytes", "purpose", "base_align", "pitch_align",
+           "legal_registers", "legal_elements", "status", "error_class", "context", "worker", "tier",
+           "predicted_width", "predicted_fault", "address_offset_ok", "data", "wrote_outside")
+KERNEL_FIELDS = ("family", "opcode", "space", "window", "mode", "kind")
+
+
+def pack_probes(probes: list[dict]) -> dict:
+    rows = []
+    for e in probes:
+        flat = dict(e, legal_registers=e["legal"]["registers"], legal_elements=e["legal"]["elements"],
+                    predicted_width=(e.get("predicted") or {}).get("width"),
+                    predicted_fault=(e.get("predicted") or {}).get("fault"))
+        rows.append([flat.get(c) for c in COLUMNS])
+    return {"columns": list(COLUMNS), "rows": rows,
+            "errors": {e["name"]: e["error"] for e in probes if e.get("error")}}
+
+
+def unpack_probes(packed: dict, kernels: list[dict]) -> list[dict]:
+    ks = {k["kernel"]: k for k in kernels}
+    out = []
+    for row in packed["rows"]:
+        e = dict(zip(packed["columns"], row))
+        k = ks[e["kernel"]]
+        e.update({f: k.get(f) for f in KERNEL_FIELDS})
+        e["legal"] = {"registers": e.pop("legal_registers"), "elements": e.pop("legal_elements")}
+        w, f = e.pop("predicted_width"), e.pop("predicted_fault")
+        e["predicted"] = None if w is None else {"width": w, "fault": f}
+        e["error"] = packed.get("errors", {}).get(e["name"])
+        out.append(e)
+    return out
+
+
+def load_run(path: str | os.PathLike) -> dict:
+    """A run file (wmma_alignment.json, or its directory) with the probes expanded to dicts."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "wmma_alignment.json"
+    doc = json.loads(p.read_text())
+    if isinstance(doc.get("probes"), dict):
+        doc["probes"] = unpack_probes(doc["probes"], doc["kernels"])
+    return doc
+
+
+# ----------------------------------------------------------------------------------
 # silicon against text and model
 
 def _group_key(e: dict) -> tuple:
     return (e["family"], e["space"], e["window"], e["mode"])
 
 
+def _ran(e: dict) -> bool:
+    """A verdict: the probe ran and did not fault, or faulted on an address (misaligned / illegal);
+    any other launch error (an invalid launch, a lost worker) says nothing about alignment."""
+    return e["status"] == "ok" or (e["status"] == "fault" and e.get("error_class") in ("misaligned", "illegal_address"))
+
+
 def analyse(doc: dict) -> dict:
     """Compare a run (``wmma_alignment.json`` content) with the text and the SASS model."""
     probes = doc["probes"]
     status = Counter(e["status"] for e in probes)
-    ran = [e for e in probes if e["status"] in ("ok", "fault")]
-    out: dict = {"probes": len(probes), "status_counts": dict(status), "ran": len(ran)}
+    ran = [e for e in probes if _ran(e)]
+    out: dict = {"probes": len(probes), "status_counts": dict(status), "ran": len(ran),
+                 "fault_classes": dict(Counter(e.get("error_class") for e in probes if e["status"] == "fault"))}
     by_reading = {}
     for rd in ("registers", "elements"):
-        allows_fault = [e for e in ran if e["legal"][rd]["legal"] and e["status"] == "fault"]
-        forbids_works = [e for e in ran if not e["legal"][rd]["legal"] and e["status"] == "ok" and e.get("data") != "differs"]
+        allows_fault = [e for e in ran if e["legal"][rd] and e["status"] == "fault"]
+        forbids_works = [e for e in ran if not e["legal"][rd] and e["status"] == "ok" and e.get("data") != "differs"]
         by_reading[rd] = {"text_allows_what_faults": len(allows_fault), "text_forbids_what_works": len(forbids_works),
                           "examples_allows_fault": [_short(e) for e in allows_fault[:6]],
                           "examples_forbids_works": [_short(e) for e in forbids_works[:6]],
-                          "agrees": sum(1 for e in ran if e["legal"][rd]["legal"] == (e["status"] == "ok"))}
+                          "agrees": sum(1 for e in ran if e["legal"][rd] == (e["status"] == "ok"))}
     out["text"] = by_reading
     pred = [e for e in ran if e.get("predicted")]
     dis = [e for e in pred if e["predicted"]["fault"] != (e["status"] == "fault")]
@@ -231,9 +295,9 @@ def analyse(doc: dict) -> dict:
     table = []
     for key, es in groups.items():
         ok_b = sorted({e["base_align"] for e in es if e["status"] == "ok" and e["purpose"] == "offset"})
-        bad_b = sorted({e["base_align"] for e in es if e["status"] == "fault" and e["purpose"] == "offset"})
+        bad_b = sorted({e["base_align"] for e in es if _ran(e) and e["status"] == "fault" and e["purpose"] == "offset"})
         ok_p = sorted({e["pitch_align"] for e in es if e["status"] == "ok"})
-        bad_p = sorted({e["pitch_align"] for e in es if e["status"] == "fault" and e["base_align"] >= 256})
+        bad_p = sorted({e["pitch_align"] for e in es if _ran(e) and e["status"] == "fault" and e["base_align"] >= 256})
         need_b = min(ok_b) if ok_b and (not bad_b or max(bad_b) < min(ok_b)) else None
         need_p = min(ok_p) if ok_p and (not bad_p or max(bad_p) < min(ok_p)) else None
         e0 = es[0]
@@ -243,10 +307,11 @@ def analyse(doc: dict) -> dict:
                       "monotone": (not bad_b or not ok_b or max(bad_b) < min(ok_b)) and
                                   (not bad_p or not ok_p or max(bad_p) < min(ok_p)),
                       "sass_width": (e0.get("predicted") or {}).get("width"),
-                      "not_run": sum(1 for e in es if e["status"] not in ("ok", "fault"))})
+                      "not_run": sum(1 for e in es if not _ran(e))})
     out["groups"] = table
     out["errata"] = errata_status(doc)
-    out["reruns"] = [{k: r.get(k) for k in ("name", "opcode", "stride", "status", "error")} for r in doc.get("reruns", [])]
+    out["reruns"] = [dict({k: r.get(k) for k in ("name", "opcode", "stride", "window", "status", "error", "pipeline_check")},
+                          map_anomalies=(r.get("map") or {}).get("anomalies")) for r in doc.get("reruns", [])]
     return out
 
 
@@ -256,11 +321,11 @@ def _short(e: dict) -> str:
             + (f", data {e['data']}" if e.get("data") else ""))
 
 
-def _selected(e: dict, sel: dict) -> bool:
+def _selected(e: dict, sel: dict, sass: dict) -> bool:
     for k, v in sel.items():
         vals = v if isinstance(v, list) else [v]
         if k == "sass":
-            ops = (e.get("predicted") or {}).get("ops") or {}
+            ops = sass.get(e["kernel"]) or {}
             if not any(o.startswith(tuple(vals)) for o in ops):
                 return False
         elif k == "matrix":
@@ -291,7 +356,8 @@ def errata_status(doc: dict | None) -> list[dict]:
             row.update(status="pending", probes=0)
             out.append(row)
             continue
-        sel = [p for p in doc["probes"] if p["status"] in ("ok", "fault") and _selected(p, e["select"])]
+        sass = {k["kernel"]: k.get("sass") for k in doc.get("kernels", [])}
+        sel = [p for p in doc["probes"] if _ran(p) and _selected(p, e["select"], sass)]
         bad = []
         for p in sel:
             need = e["claim"]["needs"]
@@ -327,8 +393,16 @@ def report_text(analysis: dict) -> str:
     for x in a["wrong_data"]["examples"][:5]:
         lines.append(f"    {x}")
     for r in a["reruns"]:
+        extra = ""
+        if r.get("pipeline_check"):
+            pc = r["pipeline_check"]
+            extra = f"; D vs evaluate_matrices: {pc['status']}" + (
+                f" (first at run {pc['run']} D[{pc['row']}, {pc['col']}]: silicon {pc['silicon']}, evaluator "
+                f"{pc['expected']})" if pc["status"] == "mismatch" else "")
+        elif r.get("map_anomalies"):
+            extra = f"; map anomalies {r['map_anomalies']}"
         lines.append(f"  run2 re-run {r['name']} {r['opcode']} stride {r['stride']}: {r['status']}"
-                     + (f" ({r['error']})" if r.get("error") else ""))
+                     + (f" ({r['error']})" if r.get("error") else "") + extra)
     for e in a["errata"]:
         lines.append(f"  erratum {e['id']}: {e['status']} ({e['probes']} probes)"
                      + (f"; e.g. {e['witnesses'][0]}" if e.get("witnesses") else ""))

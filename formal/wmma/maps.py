@@ -148,7 +148,13 @@ def third_party() -> tuple[FragmentMap, ...]:
 
 
 def observed_files() -> list[Path]:
-    return sorted((spec_dir() / "observed").glob("wmma_sm*.json"))
+    """The silicon map files of specs/observed/ (JSON files with a "maps" list)."""
+    out = []
+    for p in sorted((spec_dir() / "observed").glob("wmma_sm*.json")):
+        head = p.read_text()[:4096]
+        if '"maps"' in head or '"maps":' in p.read_text():
+            out.append(p)
+    return out
 
 
 def load_observed_json(path: str | Path) -> list[FragmentMap]:
@@ -359,6 +365,27 @@ def properties(maps: list[FragmentMap] | None = None) -> list[Result]:
                         and m32.shape == m16.shape and m32.layout == m16.layout and m32.evidence == m16.evidence
                         and m16.provenance.get("variant") == m32.provenance.get("variant")):
                     out.append(prove_same_map(m16, m32, "f16 and f32 accumulators"))
+    # the same (shape, matrix, type, layout) observed by different sources (sm_90 silicon vs the
+    # published sm_70/75/80 maps): is the map unchanged across architectures?
+    for a in maps:
+        if a.evidence != "silicon":
+            continue
+        for b in maps:
+            if (b.evidence != "silicon" and b.shape == a.shape and b.matrix == a.matrix and b.kind == a.kind
+                    and set(a.types) & set(b.types) and b.layout in (a.layout, "any")):
+                out.append(prove_same_map(a, b, f"{','.join(a.archs)} silicon vs {','.join(b.archs)} {b.evidence}"))
+    # one form, every probed variant (state space, pointer window, stride): the same map?
+    for m in maps:
+        vs = m.provenance.get("variants") or []
+        if vs:
+            bad = [v for v in vs if not v.get("same_as_canonical")]
+            out.append(Result(f"wmma.map.variants_agree[{m.id}]",
+                              f"{m.id}: the {len(vs)} other probed variants (spaces, windows, strides) hold the same cell "
+                              f"in every slot", REFUTED if bad else PROVED, "enumeration", 0.0,
+                              {"variants": [{k: v[k] for k in ("opcode", "variant", "stride", "n_differing")} for v in bad]}
+                              if bad else None,
+                              cross_check={"agrees": True, "variants": [f"{v['opcode']} {v['variant']} stride {v['stride']}"
+                                                                        for v in vs]}))
     # load.c vs store.d (silicon observations)
     for ld in maps:
         if ld.kind == "load" and ld.matrix == "c":

@@ -572,7 +572,36 @@ def check_access(opcode: str | Form, ptr: int | Sequence[int], stride: int | Seq
     if stride_given and stride_v >= 1 << 31 and stride_v < STRIDE_LIMIT:
         res.notes.append("stride >= 2^31: negative (undefined behaviour) if the 32-bit operand is read as signed "
                          "(erratum stride-signedness)")
+    note = None
+    if all(v.rule == "align.row_start" for v in res.violations):     # a question of alignment only
+        note = _sm90_note(view, ptr_v, stride_v, stride_given, points_to, res.legal)
+    if note:
+        res.notes.append(note)
     return res
+
+
+def _sm90_note(view: MemoryView, ptr: int, stride: int, stride_given: bool, points_to: str | None, legal: bool) -> str | None:
+    """What ptxas 13.0's code for sm_90 needs, when it differs from the text's verdict (the SASS
+    survey, specs/observed/wmma_sass_sm90.json; errata shared-ldsm-row-alignment and
+    generic-global-access-width).  A prediction from the instructions ptxas emits; see the
+    errata for what silicon has confirmed."""
+    from . import alignment as wal
+
+    window = "shared" if (view.space.startswith("shared") or points_to == "shared") else "global"
+    fam = view.opcode.replace(f".{view.space}.", ".") if view.space else view.opcode
+    bits = stride * view.elem_bits
+    pitch = bits // 8 if bits % 8 == 0 else 0
+    pr = wal.predict({"family": fam, "space": view.space, "window": window,
+                      "mode": "operand" if stride_given else "omitted",
+                      "base_align": ptr & -ptr if ptr else 1 << 64, "pitch_align": pitch & -pitch if pitch else 0})
+    if pr is None or pr["fault"] == (not legal) or (not legal and not pitch):
+        return None
+    ops = ", ".join(pr["ops"])
+    if pr["fault"]:
+        return (f"sm_90 (ptxas 13.0): legal by the text, but ptxas emits {ops}, which needs {pr['width']}-byte aligned "
+                f"rows: predicted to fault (erratum shared-ldsm-row-alignment; silicon: run2 wl0016)")
+    return (f"sm_90 (ptxas 13.0): undefined by the text, but ptxas emits {ops}, which needs only {pr['width']}-byte "
+            f"alignment: predicted to run (erratum generic-global-access-width; not a guarantee)")
 
 
 # ----------------------------------------------------------------------------------

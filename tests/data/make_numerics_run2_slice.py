@@ -23,31 +23,21 @@ import hashlib
 import json
 import os
 import sys
-from dataclasses import replace
-
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", ".."))
 
 from formal.numerics import MODELS  # noqa: E402
-from formal.numerics.params import BlockFMA, Emulated  # noqa: E402
 
 OUT = os.path.join(HERE, "numerics_run2_slice.json")
 
 
 def run1_model():
     """The run1-fitted sm_90 model: the current one with the run2 changes undone."""
-    base = MODELS["sm_90"]
-    undo = dict(rounded_zero_sign="sum", c_as_f32=True)
-    paths = {}
-    for k, p in base.paths.items():
-        if isinstance(p, BlockFMA):
-            p = p.but(**undo)
-        elif isinstance(p, Emulated):
-            p = p.but(hmma=p.hmma.but(**undo))
-        paths[k] = p
-    return replace(base, name="sm_90 (run1 fit)", paths=paths)
+    from formal.numerics.fit import run1_fit
+
+    return run1_fit()
 
 
 def _hexregs(x: np.ndarray) -> list[str]:
