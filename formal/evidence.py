@@ -48,7 +48,8 @@ def table() -> str:
     hw = _load("hw_check_h100.json")
     if hw:
         g = hw["gpu"]
-        out.append(f"All runs: {g['name']}, driver {g.get('driver')} / CUDA runtime {g.get('cuda_runtime')}, "
+        out.append(f"All runs: {g['name']}, driver {g.get('driver_version', g.get('driver'))} (CUDA {g.get('driver')}), "
+                   f"CUDA runtime {g.get('cuda_runtime')}, "
                    f"CuPy {g.get('cupy')}, kernels assembled by ptxas 13.0 for sm_90a; {hw['date'][:10]}. "
                    f"Records: `proofs/evidence/`, `recipes/hw/`, `specs/observed/`.")
         out.append("")
@@ -80,10 +81,8 @@ def table() -> str:
                      f"{vec['total_vectors']:,} vectors, {vec['total_forms']} forms", f"{vec['total_mismatches']} mismatching"))
     sel = _load("selector_oob_h100.json")
     if sel:
-        desc = "; ".join(f"sel {r['sel']} behaves as sel {0 if r['matches_sel_0'] == r['warps'] else 1 if r['matches_sel_1'] == r['warps'] else '?'}"
-                         for r in sel["results"][:2])
-        rows.append(("out-of-range sparsity selectors ptxas accepts (undefined behaviour, observed only)",
-                     f"{len(sel['results'])} cases", desc))
+        rows.append(("an out-of-range sparsity selector that ptxas accepts (erratum S-SP-SELECTOR-OOB-TRAP)",
+                     ", ".join(sel["forms"]), f"traps: {sel['observation'].split(':')[1].strip()}"))
     tr = ROOT / "recipes" / "hw"
     trs = sorted(tr.glob("transform_probes_h100_*.json")) if tr.exists() else []
     trs = [p for p in trs if not p.name.endswith(".meta.json")]

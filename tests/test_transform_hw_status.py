@@ -12,21 +12,29 @@ from formal.transform import library
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN2 = ROOT / "recipes" / "hw" / "transform_probes_h100_run2.json"
+RUN3 = ROOT / "recipes" / "hw" / "transform_probes_h100_run3.json"
 README = ROOT / "recipes" / "README.md"
 
 
 def test_readme_table_is_generated_from_the_checked_in_summary():
-    assert hs.readme_block(README.read_text()) == hs.hw_status(RUN2), \
-        "regenerate: python -m formal.transform.hw_status recipes/hw/transform_probes_h100_run2.json " \
+    assert hs.readme_block(README.read_text()) == hs.hw_status(RUN3), \
+        "regenerate: python -m formal.transform.hw_status recipes/hw/transform_probes_h100_run3.json " \
         "--readme recipes/README.md"
 
 
-def test_checked_in_summary_is_the_run_verbatim():
-    meta = json.loads(RUN2.with_name(RUN2.stem + ".meta.json").read_text())
-    assert hs.sha256(RUN2) == meta["sha256"]
-    s = json.loads(RUN2.read_text())
+@pytest.mark.parametrize("run", [RUN2, RUN3], ids=["run2", "run3"])
+def test_checked_in_summary_is_the_run_verbatim(run):
+    meta = json.loads(run.with_name(run.stem + ".meta.json").read_text())
+    assert hs.sha256(run) == meta["sha256"]
+    s = json.loads(run.read_text())
     assert s["device"]["name"].startswith("NVIDIA H100") and s["device"]["target"] == "sm_90"
     assert s["n_probes"] == len(s["probes"]) == 90
+
+
+def test_run3_every_probe_confirmed():
+    t = hs.hw_status(RUN3)
+    assert "**90 of 90 probes confirmed**" in t
+    assert "| `cvt.bf16x2` | — | confirmed (1 probe) |" in t
 
 
 def test_run2_table_content():
