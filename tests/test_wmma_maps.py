@@ -11,7 +11,7 @@ import pytest
 from formal.expr import Formula
 from formal.wmma import maps as mp
 
-REF = Path("/work/shared/reference/layouts.json")
+REF = Path(__file__).resolve().parent / "data" / "reference_layouts.json"   # copy of shared/reference/layouts.json
 TP = mp.third_party()
 
 
@@ -156,26 +156,46 @@ def test_properties_report_has_no_unknowns_and_cross_checks_agree():
     assert all(r.cross_check["agrees"] for r in rs)
 
 
-# -- the sm_90 silicon observations (specs/observed/wmma_sm90_h100.json, run2) ------------------
+# -- the sm_90 silicon observations (specs/observed/wmma_sm90_h100.json, run3) ------------------
 
 SM90 = [m for m in mp.all_maps() if m.evidence == "silicon"]
+BY_ID = {m.id: m for m in SM90}
+
+
+@pytest.fixture(scope="module")
+def props():
+    return {r.obligation: r for r in mp.properties()}
 
 
 def test_sm90_file_provenance_and_coverage():
     (f,) = [p for p in mp.observed_files() if p.name == "wmma_sm90_h100.json"]
     meta = json.loads(f.read_text())["meta"]
     assert meta["device"]["name"] == "NVIDIA H100 80GB HBM3" and meta["target"] == "sm_90" and meta["ptx"] == "7.8"
-    assert "580.159.04" in meta["provenance"]["device"] and meta["provenance"]["run"].startswith("run2")
-    assert meta["run"]["probes"] == 798 and meta["run"]["probes_with_data"] == 16
-    assert meta["coverage"]["observed"] == [f"load:wmma.load.a.sync.aligned.row.m16n16k16.{t}" for t in ("f16", "s8", "u8")]
-    assert len(meta["coverage"]["not_observed"]) == 111
-    # only map files are picked up (the SASS survey and the pipeline slice live in the same directory)
+    assert "580.159.04" in meta["provenance"]["device"] and meta["provenance"]["run"].startswith("run3")
+    assert meta["run"] == {"errors": {}, "probes": 798, "probes_with_data": 798, "status_counts": {"ok": 798}}
+    assert meta["execution"]["status_counts"] == {"ok": 1074}           # with the 276 pipeline kernels
+    assert meta["coverage"]["families"] == 114 and len(meta["coverage"]["observed"]) == 114
+    assert meta["coverage"]["not_observed"] == []
+    # only map files are picked up (the SASS survey, the pipeline slice and the alignment summary live beside it)
     assert all(json.loads(p.read_text()).get("maps") is not None for p in mp.observed_files())
-    assert {m.id for m in SM90} == {f"sm90.load.m16n16k16.a.{t}.row" for t in ("f16", "s8", "u8")}
+    assert len(SM90) == 114 and len({(m.kind, m.shape, m.matrix, m.types, m.layout) for m in SM90}) == 114
+    assert sum(m.kind == "store" for m in SM90) == 26
+
+
+def test_sm90_every_variant_was_observed_and_agrees():
+    """Each form in 4 to 7 variants (strides, spaces, pointer windows), 798 maps in all; every one the same."""
+    n = 0
+    for m in SM90:
+        vs = m.provenance["variants"]
+        assert 3 <= len(vs) <= 6 and all(v["same_as_canonical"] and v["n_differing"] == 0 for v in vs), m.id
+        assert m.provenance["variant"] == "default/global"
+        assert not any(v for k, v in m.provenance["anomalies"].items() if k != "tf32_low_bits")
+        n += 1 + len(vs)
+    assert n == 798
 
 
 def test_sm90_f16_a_is_the_published_sm75_sm80_map():
-    m = next(x for x in SM90 if "f16" in x.types)
+    m = BY_ID["sm90.load.m16n16k16.a.f16.row"]
     r = mp.prove_same_map(m, _one(archs="sm_80", matrix="a", types="f16", layout="row"))
     assert r.proved and r.cross_check["agrees"]
     assert mp.prove_half_duplicates(m).proved                      # elements i and i+8 of each lane agree
@@ -193,7 +213,7 @@ def test_sm90_f16_a_is_the_published_sm75_sm80_map():
 def test_sm90_8bit_a_is_the_mma_m16n8k16_integer_fragment(t):
     """Formula from PTX ISA 9.7.14.5.9 (mma.m16n8k16 .s8/.u8 A): row = groupID + 8 * (i >= 4),
     col = threadID_in_group * 4 + (i & 3); 8 elements per lane, each cell once."""
-    m = next(x for x in SM90 if t in x.types)
+    m = BY_ID[f"sm90.load.m16n16k16.a.{t}.row"]
     lane = np.repeat(np.arange(32), 8)
     i = np.tile(np.arange(8), 32)
     row = (lane >> 2) + 8 * (i >= 4)
@@ -202,11 +222,63 @@ def test_sm90_8bit_a_is_the_mma_m16n8k16_integer_fragment(t):
     assert mp.prove_injective(m).proved and mp.prove_covers(m).proved
 
 
-def test_sm90_variants_agree_and_properties_run():
-    rs = mp.properties(mp.all_maps())
-    names = {r.obligation: r for r in rs}
+def test_sm90_accumulator_is_two_mma_m16n8_c_tiles():
+    """C/D m16n16k16 (every type, both layouts, load and store): elements 0-3 are the mma m16n8 C
+    fragment (PTX ISA 9.7.14.5.8: row = groupID + 8 * (i >= 2), col = threadID_in_group * 2 + (i & 1))
+    of columns 0-7, elements 4-7 the same of columns 8-15 -- written by hand from the ISA text."""
+    lane = np.repeat(np.arange(32), 8)
+    i = np.tile(np.arange(8), 32)
+    row = (lane >> 2) + 8 * ((i >> 1) & 1)
+    col = (lane % 4) * 2 + (i & 1) + 8 * (i >> 2)
+    want = row * 16 + col
+    ms = [m for m in SM90 if m.shape == "m16n16k16" and m.matrix in "cd"]
+    assert len(ms) == 12
+    for m in ms:
+        assert np.array_equal(m.single().reshape(-1), want), m.id
+
+
+def test_sm90_f16_multiplicands_of_the_thin_shapes_hold_every_cell_four_times():
+    for mid in ("sm90.load.m8n32k16.a.f16.row", "sm90.load.m32n8k16.b.f16.col"):
+        m = BY_ID[mid]
+        assert m.summary()["multiplicity_histogram"] == [(4, 128)]
+        assert mp.prove_periodic(m, 4).proved
+        r = mp.prove_periodic(m, 2)
+        assert r.status == "refuted" and r.cross_check["agrees"]
+        assert mp.prove_half_duplicates(m).proved                 # period 4 implies period 8
+
+
+def test_prove_periodic_finds_the_first_break():
+    m = BY_ID["sm90.load.m16n16k16.a.f16.row"]
+    r = mp.prove_periodic(m, 4)
+    assert r.status == "refuted" and r.witness == {"lane": 0, "element": 0} and r.cross_check["agrees"]
+    with pytest.raises(ValueError):
+        mp.prove_periodic(m, 16)
+
+
+def test_sm90_property_report(props):
+    """The report over every map (``ptx-formal wmma maps --arch sm_90 --properties``)."""
+    assert all(r.status in ("proved", "refuted") and r.cross_check["agrees"] for r in props.values())
     for m in SM90:
-        assert names[f"wmma.map.variants_agree[{m.id}]"].proved
-        assert len(m.provenance["variants"]) >= 4       # explicit default, padded global/shared, .global (, .shared)
-    assert names["wmma.map.same[sm90.load.m16n16k16.a.f16.row == wmmae.sm75.m16n16k16.f16.a.row]"].proved
-    assert all(r.status in ("proved", "refuted") and r.cross_check["agrees"] for r in rs)
+        assert props[f"wmma.map.covers[{m.id}]"].proved
+        assert props[f"wmma.map.variants_agree[{m.id}]"].proved
+    dup = {m.id for m in SM90 if not props[f"wmma.map.injective[{m.id}]"].proved}
+    assert dup == {f"sm90.load.{s}.{x}.f16.{l}" for s, x in (("m16n16k16", "a"), ("m16n16k16", "b"), ("m8n32k16", "a"),
+                                                           ("m32n8k16", "b")) for l in ("row", "col")}
+    # row and col layouts: the same map for every sm_90 pair
+    rc = [r for k, r in props.items() if k.startswith("wmma.map.same[sm90") and ".row == sm90" in k and k.endswith(".col]")]
+    assert len(rc) == 54 and all(r.proved for r in rc)            # 114 forms less the 6 sub-byte A row / B col
+    # load.c = store.d for every accumulator form, and the accumulator types share one map
+    ls = [r for k, r in props.items() if k.startswith("wmma.map.same[sm90.load") and "== sm90.store" in k]
+    assert len(ls) == 26 and all(r.proved for r in ls)            # 13 accumulator types x shapes, 2 layouts
+    acc = [r for k, r in props.items() if k.startswith("wmma.map.same[sm90") and r.statement.endswith("accumulators)")]
+    assert len(acc) == 24 and all(r.proved for r in acc)
+    # the .f16 multiplicand = the .bf16 one (its first half / quarter where it duplicates)
+    bf = [r for k, r in props.items() if k.startswith("wmma.map.same[sm90") and "bf16 map" in r.statement]
+    assert len(bf) == 12 and all(r.proved for r in bf)
+    assert props["wmma.map.same[sm90.load.m8n32k16.a.f16.row[:4] == sm90.load.m8n32k16.a.bf16.row]"].proved
+    # against the published maps: sm_75/sm_80 equal, sm_70 not
+    pub = {k: r for k, r in props.items() if k.startswith("wmma.map.same[sm90") and "wmmae." in k}
+    assert len(pub) == 22                  # m16n16k16 .f16 A, B, C f16/f32 vs sm_70 and sm_75 (16); tf32 vs sm_80 (6)
+    assert all(r.proved for k, r in pub.items() if "wmmae.sm7" not in k or "wmmae.sm75" in k)
+    assert all(r.status == "refuted" for k, r in pub.items() if "wmmae.sm70" in k) and \
+        sum("wmmae.sm70" in k for k in pub) == 8

@@ -34,8 +34,11 @@ SOURCES: Mapping[str, str] = {
     "HW2": "H100 80GB HBM3 run2 (2026-11-22; driver 580.159.04 / CUDA 13.0, ptxas 13.0, sm_90a): 85 numerics "
            "probes (formal.hw.numerics_probe), hw-check 262 cases x 12,000 warps (f64 errored), 14,742 edge-case "
            "vectors (formal.vectors) over 198 forms; slice in tests/data/numerics_run2_slice.json",
+    "HW3": "H100 80GB HBM3 run3 (2026-11-22; driver 580.159.04 / CUDA 13.0, PTX 7.8 JIT for sm_90): 276 wmma "
+           "load -> mma -> store pipelines x 8 runs (formal.hw.wmma_probe; formal.wmma.check_pipeline_data), "
+           "slice in specs/observed/wmma_pipeline_slice_sm90.json",
     "SASS": "cuobjdump -sass of the harness kernels assembled by ptxas 13.0 for sm_90a (formal.hw.kernels)",
-    "NOTES": "/work/shared/reference/numerics.md (project research notes; re-implementation of [KM25] "
+    "NOTES": "shared/reference/numerics.md (project research notes; re-implementation of [KM25] "
              "reproduced all 240,000 published hardware vectors)",
 }
 
@@ -186,6 +189,32 @@ class FmaPipe:
 
 
 @dataclass(frozen=True)
+class Narrowed:
+    """An MMA computed into a wider accumulator, then converted once into D.
+
+    sm_90 ``wmma.mma`` with an .f16 D and an .f32 C (SASS: ``HMMA.16816.F32`` then
+    ``F2FP.F16.F32.PACK_AB``): the tensor core has no f16-output block that reads an f32
+    C, so ptxas runs the f32-accumulator block and converts its result:
+
+    1. ``d = inner`` evaluated with D of type ``via`` (the instruction's c, a, b as given);
+    2. D = ``d`` converted into the instruction's dtype, rounded ``rounding`` (F2FP: to
+       nearest even), IEEE: overflow to Inf, gradual underflow, the sign of a zero kept,
+       a NaN is ``nan_bits``.
+
+    So the result is rounded twice (the block's rounding into ``via``, then this one).
+    """
+
+    inner: "BlockFMA"              # the record that computes the wide result (an HMMA block)
+    via: str = "f32"               # its output type
+    rounding: str = "rn"           # the conversion's rounding
+    nan_bits: int | None = 0x7FFF  # NaN written by the conversion (None: the format's canonical)
+    evidence: str = ""
+
+    def but(self, **kw) -> "Narrowed":
+        return replace(self, **kw)
+
+
+@dataclass(frozen=True)
 class IntegerDot:
     """s8/u8/s4/u4 -> s32: exact products and sum; wrap mod 2**32, or ``.satfinite``.
 
@@ -222,13 +251,18 @@ class ExactRound:
     evidence: str = "definition (not a hardware model)"
 
 
-PathParams = BlockFMA | Emulated | FmaChain | FmaPipe | IntegerDot | Popc | ExactRound
+PathParams = BlockFMA | Emulated | FmaChain | FmaPipe | Narrowed | IntegerDot | Popc | ExactRound
 
 
 def shape_tag(shape) -> str:
     """(8, 8, 4) -> "m8n8k4" (the suffix of a shape-specific path key)."""
     m, n, k = (int(x) for x in shape)
     return f"m{m}n{n}k{k}"
+
+
+def ctype_tag(ctype) -> str:
+    """"f32" -> "c=f32" (the suffix of a C-type-specific path key)."""
+    return f"c={str(ctype).lstrip('.')}"
 
 
 def mod4_groups(K: int) -> tuple:
@@ -246,7 +280,9 @@ class ArchModel:
 
     A key may carry a shape, ``"f16.f32@m8n8k4"``: that record serves only instructions
     of that shape (``path(..., shape=(8, 8, 4))``), e.g. a shape ptxas lowers to other
-    hardware.  Without a shape the shape-less key is used.
+    hardware.  A key may instead carry the C type, ``"f16.f16@c=f32"``: that record
+    serves the path when c has that type (an f16 D from an f32 C).  Lookup order: the
+    shape key, then the C-type key, then the plain key.
     """
 
     name: str
@@ -281,7 +317,8 @@ class ArchModel:
 
     def path(self, atype, btype, ctype, dtype, kind=None, scaled=False, shape=None):
         """(key, record) serving these types; ``shape`` = (M, N, K) selects a
-        shape-specific record (key ``"<key>@mMnNkK"``) when the model has one."""
+        shape-specific record (key ``"<key>@mMnNkK"``) when the model has one, else a
+        C-type-specific one (key ``"<key>@c=<ctype>"``) is used when the model has one."""
         for t in (atype, btype):
             if t not in self.input_types:
                 raise UnsupportedPath(f"{self.name}: element type {t} is not supported by this model")
@@ -290,6 +327,9 @@ class ArchModel:
             ks = f"{k}@{shape_tag(shape)}"
             if ks in self.paths:
                 return ks, self.paths[ks]
+        kc = f"{k}@{ctype_tag(ctype)}"
+        if kc in self.paths:
+            return kc, self.paths[kc]
         if k not in self.paths:
             raise UnsupportedPath(f"{self.name}: no path {k!r} (a={atype} b={btype} c={ctype} d={dtype})")
         return k, self.paths[k]
