@@ -33,6 +33,9 @@ FORMS = [
     ("m16n8k8 f64", (16, 8, 8), "f64", "f64", {"rounding": "rn"}),
     ("m8n8k4 f16->f32 (FMA pipe)", (8, 8, 4), "f16", "f32", {"shape": (8, 8, 4)}),
     ("m16n8k32 e4m3->f32", (16, 8, 32), "e4m3", "f32", {}),
+    # wmma (256 outputs per MMA): f16 D from an f32 C is the f32 block then F2FP; tf32 m16n16k8 two k=4 blocks
+    ("wmma m16n16k16 f16+f32->f16 (Narrowed)", (16, 16, 16), "f16", "f32", {"dtype": "f16", "shape": (16, 16, 16)}),
+    ("wmma m16n16k8 tf32->f32 (n=4)", (16, 16, 8), "tf32", "f32", {"shape": (16, 16, 8)}),
 ]
 
 
@@ -129,7 +132,7 @@ def bench_matrix(args):
     for label, mnk, at, ct, kw in FORMS:
         T = args.T if at != "f64" else max(1, args.T // 10)
         A, B, C = make(rng, T, mnk, at, ct)
-        kw = dict(atype=at, btype=at, ctype=ct, dtype=ct, arch=args.arch, **kw)
+        kw = dict(dict(atype=at, btype=at, ctype=ct, dtype=ct, arch=args.arch), **kw)
         vw, vc = rate(lambda: mma_matrices(A, B, C, **kw), T, args.repeat)
         ts = args.scalar_T
         As, Bs, Cs = A[:ts].tolist(), B[:ts].tolist(), C[:ts].tolist()

@@ -41,8 +41,14 @@ def main(quick: bool = False) -> None:
     timed("prove_align_readings_agree", M.prove_align_readings_agree, some, rows)
     timed("prove_overlap_iff_below_default", M.prove_overlap_iff_below_default, some, rows)
     tp = list(mp.third_party())
-    timed("map covers", mp.prove_covers, tp, rows)
-    timed("map injective", mp.prove_injective, tp, rows)
+    timed("map covers (published maps)", mp.prove_covers, tp, rows)
+    timed("map injective (published maps)", mp.prove_injective, tp, rows)
+    sm90 = [m for m in mp.all_maps() if m.evidence == "silicon"]
+    timed(f"map covers + injective (sm_90 silicon, {len(sm90)} maps)",
+          lambda m: (mp.prove_covers(m), mp.prove_injective(m)), sm90[:: 6 if quick else 1], rows)
+    if not quick:
+        timed("map property report (every map, ptx-formal wmma maps --properties)",
+              lambda _: mp._properties(mp.all_maps()), [0], rows)
     timed("theorem pipeline[general]", lambda _: T.pipeline_general(), [0], rows)
     timed("theorem pipeline[m2n2k2, symbolic maps]", lambda _: T.pipeline_small(), [0], rows)
     timed("theorem elementwise + counterexamples", lambda _: (T.elementwise_general(), T.elementwise_counterexamples()), [0], rows)
@@ -95,7 +101,9 @@ def main(quick: bool = False) -> None:
     timed(f"isolated executor, {n} jobs, 40 faults, fresh process each", lambda _: executor("plain", n, 40), [0], rows)
     timed(f"isolated executor, {n} jobs, 40 faults, fresh context in-process", lambda _: executor("recover", n, 40), [0], rows)
     sl = spec_dir() / "observed" / "wmma_pipeline_slice_sm90.json"
-    timed("check_pipeline_data (12-entry slice, evaluator only)", lambda _: PL.check_pipeline_data(sl), [0], rows)
+    timed("check_pipeline_data (run3 slice: 14 entries, silicon D)", lambda _: PL.check_pipeline_data(sl), [0], rows)
+    timed("alignment summary -> probes -> errata verdicts (7118 probes)",
+          lambda _: A.errata_status(A.summary_doc(), A.load_summary()["wrong_data"]), [0], rows)
     w = max(len(r[0]) for r in rows)
     print(f"{'operation':{w}s} {'n':>5s} {'total s':>9s} {'mean s':>9s}")
     for label, n, tot, mean in rows:

@@ -83,6 +83,12 @@ def table() -> str:
     if sel:
         rows.append(("an out-of-range sparsity selector that ptxas accepts (erratum S-SP-SELECTOR-OOB-TRAP)",
                      ", ".join(sel["forms"]), f"traps: {sel['observation'].split(':')[1].strip()}"))
+    mil = _load("hw_million_h100.json")
+    if mil:
+        rs = mil["runs"]
+        rows.append(("one form, a million warps (`hw-check OPCODE --trials 1000002 --workers 16`)",
+                     "; ".join(f"`{r['results'][0]['opcode']}` {r['trials']:,} warps" for r in rs),
+                     "; ".join(f"{r['mismatched_warps']} mismatching, {r['wall_s']:.0f} s wall" for r in rs)))
     tr = ROOT / "recipes" / "hw"
     trs = sorted(tr.glob("transform_probes_h100_*.json")) if tr.exists() else []
     trs = [p for p in trs if not p.name.endswith(".meta.json")]

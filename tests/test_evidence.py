@@ -41,6 +41,17 @@ def test_vectors_and_probes_records():
     assert m["cases"] == m["match"] == len([c for c in all_cases("sm_90", "9.0") if c.form.is_sparse])
 
 
+def test_a_million_warps_of_one_form_in_under_a_minute():
+    rec = _rec("hw_million_h100.json")
+    assert {r["results"][0]["opcode"] for r in rec["runs"]} == {
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"}
+    for r in rec["runs"]:
+        assert r["gpu"]["name"].startswith("NVIDIA H100") and r["forms"] == r["cases"] == 1
+        assert r["trials"] >= 1_000_000 and r["mismatched_warps"] == 0 and r["errors"] == 0
+        assert set(r["results"][0]["per_regime"]) == set(r["regimes"]) and len(r["regimes"]) == 6
+        assert r["seconds"] <= r["wall_s"] < 60
+
+
 def test_readme_table_is_generated():
     text = (ROOT / "README.md").read_text()
     assert BEGIN in text and END in text

@@ -107,14 +107,30 @@ FLOAT_PATHS = [
     # m8n8k4 .f16: on sm_90 a shape-specific FmaPipe record (FP32 FMA-pipe code), elsewhere the blocks
     ("f16", "f16", "f32", "f32", 4, {"shape": (8, 8, 4)}), ("f16", "f16", "f16", "f32", 4, {"shape": (8, 8, 4)}),
     ("f16", "f16", "f16", "f16", 4, {"shape": (8, 8, 4)}),
+    # wmma on sm_90 (run3): an f16 D from an f32 C is the f32 block then F2FP (Narrowed, key "f16.f16@c=f32"),
+    # an f32 D from an f16 C the f32 block; m16n16k8 tf32 is two k=4 blocks (key "tf32.f32@m16n16k8")
+    ("f16", "f16", "f32", "f16", 16, {"shape": (16, 16, 16)}), ("f16", "f16", "f16", "f32", 16, {"shape": (32, 8, 16)}),
+    ("tf32", "tf32", "f32", "f32", 8, {"shape": (16, 16, 8)}),
 ]
 ARCHS = ["sm_90", "exact", "sm_70", "sm_80", "sm_89", "sm_100", "sm_120"]
 CASES = [(p, a) for p in FLOAT_PATHS for a in ARCHS
          if all(t in MODELS[a].input_types for t in p[:2])]
 
 
-@pytest.mark.parametrize("path,arch", CASES, ids=[f"{a}-{p[0]}x{p[1]}-{p[2]}-{p[3]}-k{p[4]}"
-                                                  + ("-m8n8k4" if p[5].get("shape") else "") for p, a in CASES])
+def _case_id(p, a):
+    shape = p[5].get("shape")
+    return f"{a}-{p[0]}x{p[1]}-{p[2]}-{p[3]}-k{p[4]}" + (f"-m{shape[0]}n{shape[1]}k{shape[2]}" if shape else "")
+
+
+def test_every_sm90_path_key_is_in_the_scalar_comparison():
+    """Each record of the sm_90 model is reached by some FLOAT_PATHS case (or a dedicated test)."""
+    sm90 = MODELS["sm_90"]
+    reached = {sm90.path(at, bt, ct, dt, shape=kw.get("shape"))[0] for at, bt, ct, dt, _, kw in FLOAT_PATHS}
+    dedicated = {"f64", "int", "b1"}   # test_vectorised_equals_scalar_f64, test_integer_paths_*, b1 tests
+    assert set(sm90.paths) <= reached | dedicated, set(sm90.paths) - reached - dedicated
+
+
+@pytest.mark.parametrize("path,arch", CASES, ids=[_case_id(p, a) for p, a in CASES])
 @settings(max_examples=8, deadline=None)
 @given(seed=SEEDS, flavour=FLAVOURS)
 def test_vectorised_equals_scalar_float(path, arch, seed, flavour):
@@ -267,6 +283,20 @@ def test_vectorised_equals_scalar_emulation_variants(over, dt, seed, flavour):
     key = "f8." + dt
     m = SM90.with_path(key, SM90.paths[key].but(**over))
     check_vs_scalar(seed, flavour, "e4m3", "e5m2", dt, dt, 32, m)
+
+
+NARROWED_VARIANTS = [dict(rounding="rz"), dict(nan_bits=None), dict(inner=SM90.paths["f16.f32"].but(n=8)),
+                     dict(inner=SM90.paths["f16.f32"].but(rounding="rn", zero_sign="ieee"), rounding="rm")]
+
+
+@pytest.mark.parametrize("over", NARROWED_VARIANTS, ids=["rz", "canonical-nan", "inner-n8", "inner-rn-rm"])
+@settings(max_examples=6, deadline=None)
+@given(seed=SEEDS, flavour=FLAVOURS)
+def test_vectorised_equals_scalar_narrowed_variants(over, seed, flavour):
+    """wmma f16 D from an f32 C (sm_90 key "f16.f16@c=f32"): hypotheses of the Narrowed record."""
+    key = "f16.f16@c=f32"
+    m = SM90.with_path(key, SM90.paths[key].but(**over))
+    check_vs_scalar(seed, flavour, "f16", "f16", "f32", "f16", 16, m)
 
 
 @pytest.mark.parametrize("scale_mode", ["window", "block_exact"])

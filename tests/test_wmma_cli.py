@@ -88,24 +88,61 @@ def test_maps_sm90_properties(capsys):
     assert "sm90.load.m16n16k16.a.f16.row" in out and "silicon" in out
     assert "PROVED   wmma.map.same[sm90.load.m16n16k16.a.f16.row == wmmae.sm75.m16n16k16.f16.a.row]" in out
     assert "PROVED   wmma.map.half_duplicates[sm90.load.m16n16k16.a.f16.row]" in out
+    assert "PROVED   wmma.map.periodic[sm90.load.m8n32k16.a.f16.row, 4]" in out
     assert "PROVED   wmma.map.injective[sm90.load.m16n16k16.a.s8.row]" in out
+    assert "PROVED   wmma.map.same[sm90.load.m16n16k16.c.f16.row == sm90.store.m16n16k16.d.f16.row]" in out
+    assert "REFUTED  wmma.map.same[sm90.load.m16n16k16.c.f32.row == wmmae.sm70.m16n16k16.c.f32.row]" in out
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("# 114 maps, ") and "covers 114 proved" in last and "enumeration agrees with Z3" in last
 
 
 def test_pipeline_check_and_alignment(capsys):
     from formal.specdata import spec_dir
     rc, out, _ = run(capsys, "wmma", "pipeline-check", str(spec_dir() / "observed" / "wmma_pipeline_slice_sm90.json"))
-    assert rc == 3 and "no_silicon_output" in out           # nothing to compare: run2 produced no D
+    assert rc == 0 and "{'match': 14}" in out and "MISMATCH" not in out     # run3 slice
+    assert "tf32xtf32+f32->f32" in out and "f16xf16+f32->f16             {'match': 3}" in out
     rc, out, _ = run(capsys, "wmma", "alignment")
-    assert rc == 0 and "erratum shared-ldsm-row-alignment: pending" in out and "16 bytes" in out
+    assert rc == 0 and "16 bytes" in out and "run3 + run4" in out
+    assert "erratum shared-ldsm-row-alignment: confirmed (968 probes ran" in out
+    assert "erratum f64-accumulator-registers: confirmed" in out and "below fault 38" in out
+    assert "erratum stride-low-bits-dropped: confirmed" in out and "below wrong_data 282" in out
+    assert "LDSM (16)" in out and "8:48F" in out                    # .shared, 16-bit LDSM, base offset 8
+    assert "LD.E (4) >>3" in out                                    # .s4 through a generic pointer: stride >> 3
+    rc, out, _ = run(capsys, "wmma", "alignment", "--json")
+    d = json.loads(out)
+    assert {e["id"]: e["status"] for e in d["errata"]}["generic-global-access-width"] == "confirmed"
     rc, out, _ = run(capsys, "wmma", "errata")
-    assert rc == 0 and "silicon: run2: wl0016" in out
+    assert rc == 0 and "silicon: run3:" in out and "status: confirmed by silicon" in out
 
 
 def test_check_notes_the_sm90_code(capsys):
     rc, out, _ = run(capsys, "wmma", "check", "wmma.load.a.sync.aligned.row.m16n16k16.shared.s8", "--ptr", "0x100",
                      "--stride", "24")
-    assert rc == 0 and "LDSM.16.M88.2" in out and "predicted to fault" in out
+    assert rc == 0 and "LDSM.16.M88.2" in out and "faults on the H100" in out
     rc, out, _ = run(capsys, "wmma", "check", F16A, "--ptr", "0x1004", "--stride", "18")
-    assert rc == 1 and "predicted to run" in out
+    assert rc == 1 and "runs on the H100" in out
+    rc, out, _ = run(capsys, "wmma", "check", F16A, "--ptr", "0x1000", "--stride", "17")
+    assert rc == 1 and "rounded-down pitch" in out and "stride-low-bits-dropped" in out
     rc, out, _ = run(capsys, "wmma", "check", F16A, "--ptr", "0x1000", "--stride", "8")
     assert rc == 1 and "sm_90" not in out                   # an overlap is not a question of alignment
+
+
+def test_pipeline_check_planted_mismatch_exits_1(capsys, tmp_path):
+    import numpy as np
+
+    from formal.specdata import spec_dir
+    src = spec_dir() / "observed" / "wmma_pipeline_slice_sm90.json"
+    with np.load(src.with_suffix(".npz")) as z:
+        arrays = {k: z[k] for k in z.files}
+    D = arrays["wp0000.D"].copy()
+    D[0, 2, 7] ^= D.dtype.type(1)          # one bit of one element of one run
+    arrays["wp0000.D"] = D
+    dst = tmp_path / "p.json"
+    dst.write_text(src.read_text())
+    np.savez(dst.with_suffix(".npz"), **arrays)
+    rc, out, _ = run(capsys, "wmma", "pipeline-check", str(dst))
+    assert rc == 1 and "MISMATCH wp0000" in out and "{'mismatch': 1, 'match': 13}" in out
+    rc, out, _ = run(capsys, "wmma", "pipeline-check", str(dst), "--json")
+    d = json.loads(out)
+    (bad,) = [e for e in d["entries"] if e["status"] == "mismatch"]
+    assert rc == 1 and (bad["detail"]["run"], bad["detail"]["row"], bad["detail"]["col"]) == (0, 2, 7)

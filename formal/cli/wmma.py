@@ -9,7 +9,8 @@
     ptx-formal wmma errata                                   what the text leaves open
     ptx-formal wmma probe-decode DIR [--condense FILE]       decode a GPU probe run (formal.hw.wmma_probe)
     ptx-formal wmma pipeline-check DIR|FILE.json             silicon D vs evaluate_matrices, bit for bit
-    ptx-formal wmma alignment [RUN]                          alignment: SASS survey / a silicon run vs the text
+    ptx-formal wmma alignment [RUN ...] [--summary FILE]     alignment: SASS survey + checked-in silicon summary /
+                                                             silicon runs vs the text (merged), errata verdicts
     ptx-formal wmma sass-survey [--out FILE]                 redo the SASS survey (needs ptxas + cuobjdump)
 """
 
@@ -124,9 +125,10 @@ def cmd_maps(args) -> int:
     props = []
     if args.properties:
         # over every map, so that the selected ones are compared with the other sources too
+        import re
         ids = {m.id for m in ms}
-        props = [r for r in mp.properties(mp.all_maps() if args.arch else ms)
-                 if any(f"[{i}]" in r.obligation or f"[{i} ==" in r.obligation or f"== {i}]" in r.obligation for i in ids)]
+        props = [r for r in (mp.properties() if args.arch else mp.properties(ms))
+                 if ids & set(re.split(r"[\[\], =]+", r.obligation))]
     if args.json:
         print(json.dumps({"maps": [m.summary() for m in ms], "properties": [p.to_dict() for p in props]}, indent=1))
     else:
@@ -136,6 +138,12 @@ def cmd_maps(args) -> int:
                   f"multiplicity {dict(s['multiplicity_histogram'])}")
         for p in props:
             print(p.line())
+        if props:
+            t = mp.tally(props)
+            print(f"# {len(ms)} maps, {len(props)} properties: "
+                  + "; ".join(f"{k} " + ", ".join(f"{n} {s}" for s, n in sorted(v.items())) for k, v in t.items())
+                  + ("; enumeration agrees with Z3 on every one" if all(p.cross_check and p.cross_check.get("agrees")
+                                                                         for p in props) else "; ENUMERATION DISAGREES"))
     if any(p.status == "unknown" for p in props):
         return 3
     return 1 if any(p.cross_check and not p.cross_check.get("agrees") for p in props) else 0
@@ -188,6 +196,8 @@ def cmd_errata(args) -> int:
         if e.get("affects"):
             print(f"    affects: {e['affects']}")
         print(f"    decision: {e['decision']}")
+        if e.get("status"):
+            print(f"    status: {e['status']}")
         if e.get("silicon"):
             print(f"    silicon: {e['silicon']}")
         if e.get("evidence"):
@@ -216,8 +226,8 @@ def cmd_probe_decode(args) -> int:
 def cmd_pipeline_check(args) -> int:
     from ..wmma import pipeline as pl
     r = pl.check_pipeline_data(args.path, arch=args.arch)
-    print(json.dumps(r.to_dict(), indent=1) if args.json else r.text())
     c = r.counts
+    print(json.dumps(r.to_dict(), indent=1) if args.json else r.text())
     if c.get("mismatch") or c.get("evaluator_error"):
         return 1
     return 0 if c.get("match") else 3          # 3: nothing to compare (no silicon output)
@@ -226,12 +236,26 @@ def cmd_pipeline_check(args) -> int:
 def cmd_alignment(args) -> int:
     from ..wmma import alignment as al
     if args.run:
-        p = Path(args.run)
-        f = p / "wmma_alignment.json" if p.is_dir() else p
-        if not f.exists():
-            raise BadArgument(f"{args.run}: no alignment run (wmma_alignment.json from python -m formal.hw.wmma_probe --alignment)")
-        doc = al.load_run(f)
+        docs = []
+        for r in args.run:
+            p = Path(r)
+            f = p / "wmma_alignment.json" if p.is_dir() else p
+            if not f.exists():
+                raise BadArgument(f"{r}: no alignment run (wmma_alignment.json from python -m formal.hw.wmma_probe --alignment)")
+            docs.append(al.load_run(f))
+        try:
+            doc = al.merge_runs(docs)
+        except ValueError as x:
+            raise BadArgument(str(x)) from None
         a = al.analyse(doc)
+        if args.summary:
+            prov = {}
+            for kv in args.provenance or []:
+                k, sep, v = kv.partition("=")
+                if not sep or not k:
+                    raise BadArgument(f"--provenance takes KEY=VALUE, got {kv!r}")
+                prov[k] = v
+            print(al.write_summary(doc, args.summary, prov or None), file=sys.stderr)
         print(json.dumps(a, indent=1) if args.json else al.report_text(a))
         return 1 if any(e["status"] == "refuted" for e in a["errata"]) else 0
     s = al.load_survey()
@@ -241,18 +265,27 @@ def cmd_alignment(args) -> int:
     for e in s["kernels"]:
         key = (e["space"] or "generic", e["window"], e["width"])
         rows.setdefault(key, set()).add(e["family"])
-    st = al.errata_status(None)
+    summ = al.load_summary()
+    sdoc = al.summary_doc(summ) if summ else None
+    st = al.errata_status(sdoc, summ["wrong_data"] if summ else None)
     if args.json:
         print(json.dumps({"survey": s["meta"], "widths": [{"space": k[0], "window": k[1], "width": k[2], "families": len(v)}
-                                                          for k, v in sorted(rows.items())], "errata": st}, indent=1))
+                                                          for k, v in sorted(rows.items())],
+                          "silicon": None if summ is None else {"meta": summ["meta"], "outcomes": al.outcome_table(sdoc)},
+                          "errata": st}, indent=1, default=str))
         return 0
     m = s["meta"]
     print(f"SASS survey ({m['target']}, ptxas {m['ptxas']}, {m['created']}): the widest access of each kernel = the "
           f"alignment its base and pitch need (model)")
     for (space, window, w), fams in sorted(rows.items()):
         print(f"  {space:12s} pointer into {window:6s}: {w:2d} bytes  ({len(fams)} families)")
-    for e in st:
-        print(f"  erratum {e['id']}: {e['status']} [{e['evidence']}]")
+    if summ is not None:
+        sm = summ["meta"]
+        prov = sm.get("provenance") or {}
+        print(f"silicon ({al.SUMMARY_FILE}: {prov.get('run', '?')}, {prov.get('device', sm.get('device'))}): "
+              f"{sm['status_counts']}")
+        print(al.outcome_text(al.outcome_table(sdoc)))
+    print(al.errata_text(st))
     return 0
 
 
@@ -338,7 +371,12 @@ def register(sub) -> None:
     q.set_defaults(func=cmd_pipeline_check)
 
     q = ws.add_parser("alignment", help="alignment the hardware needs: the SASS survey, or a silicon run vs the text")
-    q.add_argument("run", nargs="?", default=None, help="a run of python -m formal.hw.wmma_probe --alignment (dir or json)")
+    q.add_argument("run", nargs="*", default=None, help="runs of python -m formal.hw.wmma_probe --alignment (dir or json); "
+                                                         "several: merged, a later run's verdicts win (--resume runs)")
+    q.add_argument("--summary", default=None, metavar="FILE", help="also write the condensed summary (the file checked in "
+                                                                   "as specs/observed/wmma_alignment_sm90.json)")
+    q.add_argument("--provenance", action="append", default=None, metavar="KEY=VALUE",
+                   help="recorded in the summary's meta.provenance (repeatable)")
     q.add_argument("--json", action="store_true")
     q.set_defaults(func=cmd_alignment)
 

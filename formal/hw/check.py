@@ -215,6 +215,7 @@ def evidence_record(results: list[CaseResult], gpu_info: dict, seed: int, regime
         "trials": tot_trials,
         "mismatched_warps": tot_bad,
         "errors": sum(1 for r in results if r.error),
+        "seconds": round(max((r.seconds for r in results), default=0.0), 1),   # GPU runs + comparisons
         "results": [
             {"opcode": r.opcode, "sel": r.sel, "trials": r.trials, "mismatches": r.mismatched_warps,
              "errored_warps": r.errored_warps,

@@ -1240,7 +1240,8 @@ def _rerun_probes(target: str = TARGET, ptx: str = PTX_VERSION) -> tuple[list[Pr
 
 def run_wmma_alignment_probes(out_dir: str | os.PathLike, *, device: int = 0, workers: int = 8,
                               deadline_s: float | None = 55.0, families=None, reruns: bool = True,
-                              target: str = TARGET, ptx: str = PTX_VERSION, simulate=None, log=None) -> dict:
+                              target: str = TARGET, ptx: str = PTX_VERSION, simulate=None, log=None,
+                              only=None) -> dict:
     """The targeted alignment re-run: every probe of :func:`alignment_probes` and the run2
     re-runs (:func:`_rerun_probes`), each verdict isolated (:func:`run_isolated`).
 
@@ -1252,9 +1253,13 @@ def run_wmma_alignment_probes(out_dir: str | os.PathLike, *, device: int = 0, wo
     Writes ``wmma_alignment.json`` (probes with the text's verdicts, the SASS prediction, the
     status and outcome; the analysis of :func:`formal.wmma.alignment.analyse`) and
     ``wmma_alignment_raw.npz`` (registers of the loads, matrices of the stores, the re-runs'
-    raw data and pipeline arrays).  Returns the analysis.  `simulate(probe) -> "ok" | "fault"`
-    (tests) replaces the GPU by the stand-in device: a correct device (the family's registers /
-    matrix under a fixed map) that faults where it says.
+    raw data and pipeline arrays).  Returns the analysis.  `simulate(probe) -> "ok" | "fault" |
+    "rounded"` (tests) replaces the GPU by the stand-in device (:func:`_sim_align_out`): the family's
+    registers / matrix through the observed map, at the exact pitch ("ok") or at the SASS model's
+    rounded-down pitch ("rounded"), or a fault.
+    `only` (a set of probe names of the whole sweep): run just these (names keep their meaning;
+    ``--resume PREV``: the probes PREV did not run), e.g. to finish a sweep a deadline cut short;
+    ``ptx-formal wmma alignment PREV OUT`` merges the two runs.
     """
     from ..wmma import alignment as wal
 
@@ -1263,6 +1268,15 @@ def run_wmma_alignment_probes(out_dir: str | os.PathLike, *, device: int = 0, wo
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     probes, kernels = alignment_probes(target, ptx, families)
+    if only is not None:
+        # plus each family's reference probe (default stride, generic pointer into global memory,
+        # offset 0): the data of the others is compared with it (_compare_with_references)
+        fams = {p.family for p in probes if p.name in only}
+        refs = {p.name for p in probes if p.family in fams and p.space == "" and p.window == "global"
+                and p.mode == "omitted" and p.offset == 0}
+        probes = [p for p in probes if p.name in only or p.name in refs]
+        used = {p.kernel for p in probes}
+        kernels = [k for k in kernels if k.kernel in used]
     kmap = {k.kernel: k for k in kernels}
     rmem, rpipe = _rerun_probes(target, ptx) if reruns else ([], [])
     pred = {p.name: wal.predict(p.manifest()) for p in probes}
@@ -1282,7 +1296,9 @@ def run_wmma_alignment_probes(out_dir: str | os.PathLike, *, device: int = 0, wo
         job = align_job(p, kmap[p.kernel], root, target, ptx)
         job["tier"] = tier[p.name]
         if simulate is not None:
-            job["sim"] = {"fault": simulate(p) == "fault", "out": _write_job_inputs(root, p.name + ".sim", _sim_align_out(p))}
+            v = simulate(p)
+            job["sim"] = {"fault": v == "fault",
+                          "out": _write_job_inputs(root, p.name + ".sim", _sim_align_out(p, rounded=v == "rounded"))}
         jobs.append(job)
     from collections import Counter
     nt = Counter(tier.values())
@@ -1355,9 +1371,12 @@ def run_wmma_alignment_probes(out_dir: str | os.PathLike, *, device: int = 0, wo
                                       "kind": "load" if k.form.family == "wmma.load" else "store",
                                       "space": k.form.space or ""} for k in kernels],
            "references": refs, "probes": entries, "reruns": reruns_out}
-    doc["analysis"] = wal.analyse(doc)
-    doc["probes"] = wal.pack_probes(entries)
+    # the raw data first: the analysis decodes the wrong data from it
     np.savez_compressed(out / "wmma_alignment_raw.npz", **raw)
+    doc["_raw"] = str(out / "wmma_alignment_raw.npz")
+    doc["analysis"] = wal.analyse(doc)
+    del doc["_raw"]
+    doc["probes"] = wal.pack_probes(entries)
     (out / "wmma_alignment.json").write_text(json.dumps(doc, separators=(",", ":"), default=_json_default))
     log(f"alignment run done in {time.time() - t0:.1f}s: {meta['execution']['status_counts']}; "
         f"{out / 'wmma_alignment.json'}")
@@ -1400,13 +1419,31 @@ def _compare_with_references(probes: list[AlignProbe], entries: list[dict], outc
     return ref
 
 
-def _sim_align_out(p: AlignProbe) -> dict[str, np.ndarray]:
-    """What a correct device returns for an alignment probe (tests): the family's registers
-    under a fixed map (lane-major cells), or the family's matrix written in place."""
+def _sim_align_out(p: AlignProbe, rounded: bool = False) -> dict[str, np.ndarray]:
+    """What the stand-in device returns for an alignment probe (tests): the family's registers
+    (load) or the family's matrix written (store) through the observed sm_90 map of the family
+    (specs/observed/; a fixed lane-major map where there is none), every instance of the leading
+    dimension at its place -- or, `rounded`, at the rounded-down pitch of the SASS model
+    (formal.wmma.alignment.predict: instance ld at ld * R), as the H100 does where ptxas shifts
+    the stride."""
+    from ..wmma import alignment as wal
+
     view = wmem.memory_view(p.family)
     cells, words = align_codes(p.family)
     inp = align_inputs(p)
     addr = np.array([(1 << 40) + ALIGN_PRE + p.offset], np.uint64).view(np.uint8)
+    m = wal.silicon_maps().get(p.family)
+    base = ALIGN_PRE + p.offset
+    pitch = p.pitch_bytes
+    r = wal.predict(p.manifest())["rounded_pitch"] if rounded else pitch
+    starts = wal.instance_starts(view.n_ld, pitch, r) if pitch else None
+    if m is not None and starts is not None:
+        if p.kind == "load":
+            regs = wal.read_fragment(view, m, inp["mem"], base, starts).astype(_RAW[view.reg_bits])
+            return {"regs": np.ascontiguousarray(regs).view(np.uint8).reshape(-1), "info": addr}
+        return {"mem": wal.write_fragment(view, m, inp["mem"], base, starts, words), "info": addr}
+    if rounded:
+        raise ValueError(f"{p.name}: no observed map to simulate a rounded pitch with")
     if p.kind == "load":
         E = view.regs * view.elems_per_reg
         flat = cells.reshape(-1)
@@ -1723,10 +1760,12 @@ class SimulatedBackend:
 
 USAGE = """usage: python -m formal.hw.wmma_probe OUT_DIR [--device N] [--seed S] [--workers W]
        python -m formal.hw.wmma_probe --alignment OUT_DIR [--device N] [--workers W] [--deadline SECONDS]
+                                      [--resume PREV_DIR]
 
 OUT_DIR: every load/store map probe and pipeline kernel (fault-isolated; about a minute).
 --alignment: the alignment sweep and the run2 re-runs (stops starting work after --deadline seconds,
-default 55; prints the analysis; default 12 workers)."""
+default 55; prints the analysis; default 12 workers).  --resume PREV_DIR: only the probes an earlier
+alignment run did not run (no re-runs); merge with `ptx-formal wmma alignment PREV_DIR OUT_DIR`."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1751,12 +1790,24 @@ def main(argv: list[str] | None = None) -> int:
     seed = opt("--seed", int, 0)
     workers = opt("--workers", int, 0)
     deadline = opt("--deadline", float, 55.0)
+    resume = opt("--resume", str, None)
     if argv[0] == "--alignment":
         workers = workers or 12            # the sweep is bound by fresh contexts after faults: more at once
         if len(argv) != 2:
             print(USAGE, file=sys.stderr)
             return 2
-        summary = run_wmma_alignment_probes(argv[1], device=dev, workers=workers, deadline_s=deadline)
+        only = None
+        if resume is not None:
+            from ..wmma import alignment as wal
+            try:
+                prev = wal.load_run(resume)
+            except (OSError, ValueError) as x:
+                print(f"wmma_probe: --resume {resume}: {x}", file=sys.stderr)
+                return 2
+            only = {e["name"] for e in prev["probes"] if e["status"] == "not_run"}
+            print(f"resuming {resume}: {len(only)} probes it did not run", file=sys.stderr)
+        summary = run_wmma_alignment_probes(argv[1], device=dev, workers=workers, deadline_s=deadline,
+                                            only=only, reruns=only is None)
         from ..wmma import alignment as wal
         print(wal.report_text(summary))
         if not summary["ran"]:

@@ -12,7 +12,7 @@ Matrix-level arithmetic (:mod:`.engine`)
 Models (:mod:`.archs`, :mod:`.sm90`, :mod:`.params`)
     ``MODELS`` (name -> ArchModel with ``.name``, ``.evidence``, ``.sources``, ``.paths``),
     ``get_model``; parameter records ``BlockFMA``, ``Emulated``, ``FmaChain``, ``FmaPipe``,
-    ``IntegerDot``, ``Popc``, ``ExactRound``; ``SOURCES`` (citation keys).
+    ``Narrowed``, ``IntegerDot``, ``Popc``, ``ExactRound``; ``SOURCES`` (citation keys).
 Scalar reference (:mod:`.reference`)
     ``dot_scalar``, ``mma_scalar`` (Fraction-based, one element at a time).
 Probes (:mod:`.probes`)
@@ -22,13 +22,13 @@ from .archs import ALIASES, MODELS, get_model
 from .engine import add_rounded, dot_terms, fma_f64, mma_matrices
 from .formats import (Decoded, Format, convert, decode, encode, encode_int, format_table, from_float64,
                       get_format, int_values, to_float64)
-from .params import (SOURCES, ArchModel, BlockFMA, Emulated, ExactRound, FmaChain, FmaPipe, IntegerDot, Popc,
-                     UnsupportedPath)
+from .params import (SOURCES, ArchModel, BlockFMA, Emulated, ExactRound, FmaChain, FmaPipe, IntegerDot, Narrowed,
+                     Popc, UnsupportedPath)
 from .reference import dot_scalar, mma_scalar
 
 __all__ = [
     "dot_terms", "mma_matrices", "fma_f64", "add_rounded", "MODELS", "ALIASES", "get_model",
-    "ArchModel", "BlockFMA", "Emulated", "FmaChain", "FmaPipe", "IntegerDot", "Popc", "ExactRound", "SOURCES",
+    "ArchModel", "BlockFMA", "Emulated", "FmaChain", "FmaPipe", "IntegerDot", "Narrowed", "Popc", "ExactRound", "SOURCES",
     "UnsupportedPath", "Format", "Decoded", "format_table", "get_format", "decode", "encode", "encode_int",
     "convert", "from_float64", "to_float64", "int_values", "dot_scalar", "mma_scalar",
 ]

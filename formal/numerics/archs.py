@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from .params import ArchModel, BlockFMA, ExactRound, IntegerDot, Popc
-from .sm90 import F64_CHAIN, FP8_EMULATION_F16, FP8_EMULATION_F32, HMMA_F16, HMMA_F32, INTEGER, POPC, SM90, TF32_F32
+from .params import ArchModel, BlockFMA, ExactRound, IntegerDot, Narrowed, Popc
+from .sm90 import (F64_CHAIN, FP8_EMULATION_F16, FP8_EMULATION_F32, HMMA_F16, HMMA_F32, HMMA_F32_TO_F16, INTEGER, POPC,
+                   SM90, TF32_F32, TF32_F32_WMMA_K8)
 
 _INTS = {"s8", "u8", "s4", "u4", "b1"}
 
@@ -36,7 +37,14 @@ SM80_F32 = BlockFMA(n=8, F=24, minexp=-132, rounding="rz", nan_bits=0x7FFFFFFF,
 SM80_F16 = SM80_F32.but(minexp=-20, rounding="rn", nan_bits=0x7FFF,
                         evidence="HIGH ([KM25] A100 f16 data); minexp MED")
 SM80_TF32 = SM80_F32.but(n=4, evidence="HIGH F/RZ, n=4 ([KM25] A100 tf32 data); input truncation MED")
-SM80_PATHS = {"f16.f32": SM80_F32, "bf16.f32": SM80_F32, "f16.f16": SM80_F16, "tf32.f32": SM80_TF32,
+# wmma .f16 D from an .f32 C: ptxas (13.0, sm_80 and sm_89) emits HMMA.16816.F32 then F2FP(.F16.F32).PACK_AB,
+# as on sm_90 (where silicon confirms the two roundings): the f32 block, then RN into f16.
+SM80_F32_TO_F16 = Narrowed(inner=SM80_F32, via="f32", rounding="rn", nan_bits=0x7FFF,
+                           evidence="MED: SASS (ptxas 13.0, sm_80/sm_89: HMMA.16816.F32 then F2FP.PACK_AB); the "
+                                    "f32 block as SM80_F32, the conversion as on sm_90 (silicon, H100 run3); "
+                                    "no silicon on this architecture")
+SM80_PATHS = {"f16.f32": SM80_F32, "bf16.f32": SM80_F32, "f16.f16": SM80_F16, "f16.f16@c=f32": SM80_F32_TO_F16,
+              "tf32.f32": SM80_TF32,
               "f64": F64_CHAIN.but(evidence="HIGH FMA semantics ([FHMP21] A100 binary64: RN, no extra bits); "
                                             "order and the NaN rule carried over from H100 silicon (MED-LOW)"),
               "int": INTEGER, "b1": POPC}
@@ -66,7 +74,9 @@ SM89 = ArchModel(
 SM100 = ArchModel(
     name="sm_100",
     evidence="B200 legacy mma.sync/wmma path equals sm_90: f16/bf16/tf32 HIGH ([KM25] B200 data), "
-             "fp8 emulation HIGH (NOTES §3.4 decoded from [KM25] B200 files). tcgen05 not modelled.",
+             "fp8 emulation HIGH (NOTES §3.4 decoded from [KM25] B200 files); the wmma lowerings of sm_90 "
+             "(f16 D from an f32 C: HMMA.16816.F32 + F2FP; tf32 m16n16k8: 2 x HMMA.1684) are what ptxas 13.0 "
+             "emits for sm_100a too (SASS). tcgen05 not modelled.",
     sources=("KM25", "DG176", "NOTES"),
     paths=MappingProxyType(dict(SM90.paths)),
     input_types=SM90.input_types,
@@ -89,6 +99,13 @@ SM120 = ArchModel(
              "6000 to its B200 model); native fp8/fp6/fp4 and block scaling LOW",
     sources=("KM25", "huweim", "OCP-MX", "PTX"),
     paths=MappingProxyType({"f16.f32": HMMA_F32, "bf16.f32": HMMA_F32, "f16.f16": HMMA_F16,
+                            # wmma: the same lowering as sm_90 (SASS, ptxas 13.0 sm_120a: HMMA.16816.F32 +
+                            # F2FP.F16.F32.PACK_AB; 2 x HMMA.1684.F32.TF32 for m16n16k8)
+                            "f16.f16@c=f32": HMMA_F32_TO_F16.but(
+                                evidence="LOW-MED: SASS (ptxas 13.0 sm_120a, as sm_90) + the sm_90 record"),
+                            "tf32.f32@m16n16k8": TF32_F32_WMMA_K8.but(
+                                evidence="LOW-MED: SASS (ptxas 13.0 sm_120a: 2 x HMMA.1684.F32.TF32, as sm_90) + "
+                                         "the sm_90 record"),
                             "tf32.f32": TF32_F32, "f8.f32": SM120_F8_F32, "f8.f16": SM120_F8_F16,
                             "scaled.f32": SM120_SCALED, "f64": F64_CHAIN, "int": INTEGER, "b1": POPC}),
     input_types=frozenset({"f16", "bf16", "tf32", "e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "f64"} | _INTS),
@@ -123,7 +140,8 @@ def get_model(arch) -> ArchModel:
 
 
 __all__ = ["MODELS", "get_model", "SM90", "SM70", "SM80", "SM89", "SM100", "SM120", "EXACT",
-           "HMMA_F32", "HMMA_F16", "TF32_F32", "FP8_EMULATION_F32", "FP8_EMULATION_F16"]
+           "HMMA_F32", "HMMA_F16", "TF32_F32", "FP8_EMULATION_F32", "FP8_EMULATION_F16", "HMMA_F32_TO_F16",
+           "TF32_F32_WMMA_K8", "SM80_F32_TO_F16"]
 
 
 def _fmt(name, v):
@@ -134,7 +152,7 @@ def describe_models(models=None) -> str:
     """Markdown: every model's paths with their parameters and evidence (docs stay in sync)."""
     from dataclasses import fields
 
-    from .params import BlockFMA, Emulated
+    from .params import BlockFMA, Emulated, Narrowed
     out = []
     for m in (models or [MODELS[k] for k in MODELS]):
         out.append(f"### {m.name}\n\n{m.evidence}\n\nSources: " + ", ".join(f"[{s}]" for s in m.sources) + "\n")
@@ -151,6 +169,11 @@ def describe_models(models=None) -> str:
                 gs = "; ".join(f"K={k}: {len(g)} HMMA" for k, g in p.groups)
                 desc = (f"via {p.via}, HMMA n={p.hmma.n} F={p.hmma.F} minexp={p.hmma.minexp} "
                         f"{p.hmma.rounding}; {gs}; c added {p.c_add}")
+            elif isinstance(p, Narrowed):
+                q = p.inner
+                inner = (f"n={q.n}, F={q.F}, minexp={q.minexp}, {q.rounding}" if isinstance(q, BlockFMA)
+                         else type(q).__name__)
+                desc = f"{type(q).__name__}({inner}) into {p.via}, then {p.rounding} into D; nan_bits={_fmt('nan_bits', p.nan_bits)}"
             else:
                 desc = ", ".join(f"{f.name}={_fmt(f.name, getattr(p, f.name))}" for f in fields(p)
                                  if f.name != "evidence")

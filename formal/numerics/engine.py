@@ -12,7 +12,7 @@ import numpy as np
 from . import block as B
 from .archs import get_model
 from .formats import Decoded, convert, decode, encode_int, get_format, int_values, to_float64
-from .params import BlockFMA, Emulated, ExactRound, FmaChain, FmaPipe, IntegerDot, Popc, UnsupportedPath
+from .params import BlockFMA, Emulated, ExactRound, FmaChain, FmaPipe, IntegerDot, Narrowed, Popc, UnsupportedPath
 
 #: products per chunk: keeps the [K, chunk] temporaries inside the CPU caches
 CHUNK_TERMS = 1 << 20
@@ -516,6 +516,14 @@ def _run_fma_pipe(a, b, c, sa, sb, p: FmaPipe, ctx):
     raise ValueError(f"FmaPipe: dtype {ctx['dtype']!r}")
 
 
+def _run_narrowed(a, b, c, sa, sb, p: Narrowed, ctx):
+    """sm_90 wmma f16 D from an f32 C: the inner record into ``p.via`` (HMMA.16816.F32), then one
+    IEEE conversion into D (F2FP.F16.F32, round to nearest even)."""
+    inner = _EXECUTORS[type(p.inner)]
+    d = inner(a, b, c, sa, sb, p.inner, dict(ctx, dtype=p.via))
+    return convert(np.asarray(d), p.via, ctx["dtype"], p.rounding, nan_code=p.nan_bits)
+
+
 def _run_int(a, b, c, sa, sb, p: IntegerDot, ctx):
     va = int_values(a, ctx["atype"])
     vb = int_values(b, ctx["btype"])
@@ -569,6 +577,6 @@ def _run_exact(a, b, c, sa, sb, p: ExactRound, ctx):
 
 
 _EXECUTORS = {BlockFMA: _run_block, Emulated: _run_emulated, FmaChain: _run_f64, FmaPipe: _run_fma_pipe,
-              IntegerDot: _run_int, Popc: _run_popc, ExactRound: _run_exact}
+              Narrowed: _run_narrowed, IntegerDot: _run_int, Popc: _run_popc, ExactRound: _run_exact}
 
 __all__ = ["dot_terms", "mma_matrices", "fma_f64", "add_rounded", "UnsupportedPath"]

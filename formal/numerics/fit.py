@@ -68,6 +68,10 @@ def score(A, B, C, D, models: dict, **kw) -> dict:
     return {name: mismatches(A, B, C, D, arch=m, **kw)[1] for name, m in models.items()}
 
 
+#: sm_90 path keys added from run3 (wmma pipelines)
+RUN3_KEYS = ("f16.f16@c=f32", "tf32.f32@m16n16k8")
+
+
 def run1_fit():
     """The sm_90 model as fitted to run1, before the run2 refinements: every HMMA block
     reads c as an f32 (a subnormal f16 c at its true exponent) and a nonzero sum that
@@ -82,6 +86,8 @@ def run1_fit():
     undo = dict(rounded_zero_sign="sum", c_as_f32=True)
     paths = {}
     for k, p in S.paths.items():
+        if k in RUN3_KEYS:       # the wmma records came with run3: that model read these forms by the plain keys
+            continue
         if isinstance(p, BlockFMA):
             p = p.but(**undo)
         elif isinstance(p, Emulated):
@@ -145,6 +151,10 @@ def sm90_alternatives() -> dict:
         "f8.f16": {"m16n8k16 one HMMA": emu("f8.f16", groups=one16),
                    "c in the first HMMA": emu("f8.f16", c_add="window"),
                    "add nan=0x7e00": emu("f8.f16", add_nan_bits=0x7E00)},
+        # wmma (run3 pipelines: formal.wmma.check_pipeline_data, tests/test_numerics_run3.py)
+        "f16.f16@c=f32": {"one rounding (f16 block, f32 c)": S.with_path("f16.f16@c=f32", S.paths["f16.f16"]),
+                          "F2FP RZ": emu("f16.f16@c=f32", rounding="rz")},
+        "tf32.f32@m16n16k8": {"n=8 (one block)": path("tf32.f32@m16n16k8", n=8)},
         "f16.f32@m8n8k4": {"tensor-core block": S.with_path("f16.f32@m8n8k4", S.paths["f16.f32"]),
                            "FMUL first": emu("f16.f32@m8n8k4", start="mul"),
                            "2+2 split": emu("f16.f32@m8n8k4", groups=((0, 1), (2, 3))),

@@ -14,7 +14,7 @@ from math import floor
 
 from .archs import get_model
 from .formats import get_format
-from .params import BlockFMA, Emulated, ExactRound, FmaChain, FmaPipe, IntegerDot, Popc
+from .params import BlockFMA, Emulated, ExactRound, FmaChain, FmaPipe, IntegerDot, Narrowed, Popc
 
 
 # ---------------------------------------------------------------------------
@@ -604,13 +604,25 @@ def dot_scalar(a, b, c, *, atype, btype, ctype, dtype, arch="sm_90", satfinite=F
     scaled = scale_a is not None
     key, p = model.path(atype, btype, ctype, dtype, kind, scaled=scaled, shape=shape)
     ctx = dict(atype=atype, btype=btype, ctype=ctype, dtype=dtype, satfinite=satfinite, bitop=bitop,
-               rounding=rounding, kind=kind, key=key)
+               rounding=rounding, kind=kind, key=key, stype=stype, scale_vec=scale_vec)
     a = [int(x) for x in a]
     b = [int(y) for y in b]
     c = int(c)
     scales = None
     if scaled:
         scales = [(decode1(int(x), stype), decode1(int(y), stype)) for x, y in zip(scale_a, scale_b)]
+    return _run1(a, b, c, p, ctx, scales)
+
+
+def _run1(a, b, c, p, ctx, scales) -> int:
+    """One output of record ``p`` (ctx: the types and instruction qualifiers)."""
+    atype, btype, ctype, dtype = ctx["atype"], ctx["btype"], ctx["ctype"], ctx["dtype"]
+    key, rounding, kind, stype, scale_vec = ctx["key"], ctx["rounding"], ctx["kind"], ctx["stype"], ctx["scale_vec"]
+    scaled = scales is not None
+    if isinstance(p, Narrowed):
+        # the inner record into p.via, then one IEEE conversion into D (F2FP)
+        wide = _run1(a, b, c, p.inner, dict(ctx, dtype=p.via), scales)
+        return convert1(wide, p.via, dtype, p.rounding, nan_code=p.nan_bits)
     if isinstance(p, ExactRound):
         if key == "int":
             return _int1(a, b, c, IntegerDot(), ctx)

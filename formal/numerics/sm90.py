@@ -20,8 +20,15 @@ m8n8k4 .f16 (all layouts and c/d types): *not on the tensor core* -- ptxas emits
     FMA-pipe code (:class:`~formal.numerics.params.FmaPipe`).  f32 D: one FFMA chain
     k = 0..3 from +0, then FADD c; f16 D: (FMUL+FFMA over k 0,1), (FMUL+FFMA over k 2,3),
     FADD c + first, FADD + second, F2FP round to nearest even.  Silicon + SASS.
+f16 -> f32 from an f16 C (wmma only): ptxas widens C exactly (HADD2.F32), then HMMA.16816.F32:
+    the f32 block above with c read as an f32 (c_as_f32).  Silicon (run3 wmma pipelines) + SASS.
+f16 D from an f32 C (wmma m16n16k16 / m8n32k16 / m32n8k16 only; key "f16.f16@c=f32"):
+    HMMA.16816.F32 (the f32 block, RZ into f32) then F2FP.F16.F32 (RN into f16): rounded
+    twice (:class:`~formal.numerics.params.Narrowed`).  Silicon (run3 wmma pipelines) + SASS.
 tf32 -> f32 (m16n8k4, m16n8k8)
     drop the low 13 bits of each f32 operand, then BLOCK(n=8, F=25, -133, RZ, 23).
+    wmma m16n16k8 (key "tf32.f32@m16n16k8"): two chained HMMA.1684 per 16x8 tile, i.e.
+    n=4 (k 0-3 into c, then k 4-7).  Silicon (run3 wmma pipelines) + SASS.
 e4m3 / e5m2 (m16n8k16, m16n8k32): *software emulation* by ptxas [CUT1986]
     1. every element converted exactly to f16 (F2FP.F16.E4M3/E5M2.UNPACK_B);
     2. d1 = HMMA over {k : k mod 4 in {0, 1}} with C = 0;
@@ -41,7 +48,8 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from .params import (ArchModel, BlockFMA, Emulated, FmaChain, FmaPipe, IntegerDot, Popc, mod4_groups)
+from .params import (ArchModel, BlockFMA, Emulated, FmaChain, FmaPipe, IntegerDot, Narrowed, Popc,
+                     mod4_groups)
 
 # ---- the f16-family tensor-core blocks ------------------------------------------------
 
@@ -61,7 +69,9 @@ HMMA_F32 = BlockFMA(
                            #   a nonzero sum that rounds to zero gives +0); reachable only from bf16/tf32
                            #   inputs (f16 products and f32 c keep |S| >= 2^-149); probes S2u, S2utf
     pin_subnormals=True,   # HIGH: silicon (run2 probe R refutes true exponents; run1 3 registers)
-    c_as_f32=True,         # c is an f32 here; a subnormal f32 c aligns at -126 (pin_c; probe R32)
+    c_as_f32=True,         # c is an f32 here; a subnormal f32 c aligns at -126 (pin_c; probe R32).  An f16 c
+                           #   (wmma .f32.f16) is widened exactly first (SASS: HADD2.F32), so it is read as an
+                           #   f32 too: silicon, run3 wmma pipelines (24 f16 x f16 + f16 -> f32 entries bit-exact)
     pin_c=True,
     truncation="magnitude",  # HIGH: silicon (run2 probe B refutes floor and RZ of the exact sum; run1)
     normalise_products=False,  # HIGH: silicon (run2 probe F refutes normalised products)
@@ -104,6 +114,38 @@ TF32_F32 = HMMA_F32.but(
              "0x7FC00000; run2 probes K1, K1k4 (truncation), K2 (blind NaN), DT4/DT5/DT7 (n=8, n=4 "
              "refuted), S2tf (+0 for -0 products and c = -0)) and [KM25] data. Open (LOW): the sign of "
              "a nonzero sum that rounds to zero (probe S2utf)",
+)
+
+# wmma.mma m16n16k8 .f32.tf32.tf32.f32: ptxas (13.0 and 13.5, sm_90/sm_90a) emits, per 16x8 tile of D,
+# HMMA.1684.F32.TF32 over k 0-3 with C, then HMMA.1684.F32.TF32 over k 4-7 with the first's D as C;
+# mma.m16n8k8 tf32 is one HMMA.1688.F32.TF32 (n=8, TF32_F32).
+TF32_F32_WMMA_K8 = TF32_F32.but(
+    n=4,               # HIGH: silicon (H100 run3 wmma pipelines: all 8 m16n16k8 entries x 8 runs bit-exact with
+                       #   n=4; n=8 (one block, the mma.m16n8k8 record) refuted by 2,588 of 16,384 elements, every
+                       #   entry; k 4-7 in the first block refuted by 4,063) + SASS (2 x HMMA.1684.F32.TF32 chained)
+    evidence="HIGH: silicon (H100 run3: the 8 wmma.mma m16n16k8 tf32 pipelines (every layout of A, B and C/D) "
+             "x 8 runs = 16,384 outputs bit-exact; the n=8 block of mma.m16n8k8 refuted by 2,588 outputs in "
+             "every entry, k 4-7 first by 4,063) + SASS (ptxas 13.0/13.5, sm_90 and sm_90a: two chained "
+             "HMMA.1684.F32.TF32 per 16x8 tile, k 0-3 then k 4-7). Every other field as TF32_F32 (same HMMA "
+             "datapath; not separately probed)",
+)
+
+# wmma.mma .f16 D with an .f32 C (m16n16k16, m8n32k16, m32n8k16): no HMMA reads an f32 C into an
+# f16 D, so ptxas (13.0 and 13.5, sm_90/sm_90a) emits HMMA.16816.F32 and then F2FP.F16.F32.PACK_AB.
+HMMA_F32_TO_F16 = Narrowed(
+    inner=HMMA_F32,    # HIGH: silicon (run3: one rounding refuted by 3 outputs, see evidence) + SASS: the
+                       #   f32-accumulator block, RZ into f32
+    via="f32",
+    rounding="rn",     # HIGH: silicon (run3: RZ refuted by 36,483 outputs) + SASS (F2FP.F16.F32 without .RZ)
+    nan_bits=0x7FFF,   # MED: F2FP's NaN as silicon shows it for m8n8k4 f16 D (run1, FmaPipe out_nan_bits);
+                       #   run3's entries hold no NaN
+    evidence="HIGH: silicon (H100 run3: the 24 wmma.mma f16 x f16 + f32 -> f16 pipelines (3 shapes x 4 A/B "
+             "layouts x 2 C/D layouts) x 8 runs = 49,152 outputs (23,649 of them overflows to Inf) bit-exact; "
+             "one RNE rounding of the block sum into f16 (the f16.f16 record, the model before run3) refuted "
+             "by 3 outputs (wp0035 D[7,26] run 0: silicon 0xbfae, one rounding 0xbfaf; wp0067), an RZ F2FP by "
+             "36,483, C rounded to f16 then the f16-accumulator HMMA by 3,910) + SASS (ptxas 13.0/13.5, "
+             "sm_90 and sm_90a: HMMA.16816.F32 then F2FP.F16.F32.PACK_AB). Open (MED): NaN bits (0x7FFF as F2FP gives for m8n8k4), the sign of a "
+             "result that rounds to zero (IEEE: kept; run3 has no zero outputs here)",
 )
 
 FP8_EMULATION_F32 = Emulated(
@@ -189,16 +231,19 @@ SM90 = ArchModel(
     name="sm_90",
     evidence="H100/H200. Silicon: every register-level sm_90 mma/mma.sp form reproduced bit for bit on "
              "H100 run1 (27,792 warps, 6 input regimes; tools/compare_capture.py) and run2 (hw-check "
-             "2,904,000 warps over 242 non-f64 cases; 80 probes; 14,742 edge-case vectors); [KM25] "
+             "2,904,000 warps over 242 non-f64 cases; 80 probes; 14,742 edge-case vectors); every sm_90 "
+             "wmma load -> mma -> store pipeline on H100 run3 (276 entries x 8 runs); [KM25] "
              "published vectors agree. Open: f64 order probes (run1 decides), the sign of a bf16/tf32 sum "
              "that rounds to zero and a subnormal f32 c (probes S2u, S2utf, R32)",
-    sources=("HW1", "HW2", "SASS", "KM25", "FHMP21", "FTTN", "dfyz", "huweim", "CUT1986", "SA2", "DSV3", "PTX",
+    sources=("HW1", "HW2", "HW3", "SASS", "KM25", "FHMP21", "FTTN", "dfyz", "huweim", "CUT1986", "SA2", "DSV3", "PTX",
              "NOTES"),
     paths=MappingProxyType({
         "f16.f32": HMMA_F32,
         "bf16.f32": HMMA_F32,
         "f16.f16": HMMA_F16,
         "tf32.f32": TF32_F32,
+        "tf32.f32@m16n16k8": TF32_F32_WMMA_K8,
+        "f16.f16@c=f32": HMMA_F32_TO_F16,
         "f8.f32": FP8_EMULATION_F32,
         "f8.f16": FP8_EMULATION_F16,
         "f16.f32@m8n8k4": M8N8K4_F32,

@@ -12,6 +12,8 @@
   results against ``formal.evaluate_matrices``, bit for bit.
 * :mod:`formal.wmma.alignment` -- what the hardware needs for alignment (ptxas SASS survey,
   silicon alignment runs) against the text's rule; the silicon errata's status.
+* :mod:`formal.wmma.evidence` -- the hardware evidence record ``proofs/evidence/wmma_h100.json``,
+  rebuilt from a run's directories.
 * :mod:`formal.wmma.cuda_worker` -- the child process of the fault-isolated GPU executor
   (:func:`formal.hw.wmma_probe.run_isolated`); standalone, run by path.
 """

@@ -17,8 +17,10 @@ cross-checked by enumeration):
 * :func:`prove_injective`         no cell is held twice (refuted, with the first duplicate
                                   pair, for .f16 A/B: 16 elements per lane, 8 distinct)
 * :func:`prove_half_duplicates`   element i and i + n/2 of every lane hold the same cell
+* :func:`prove_periodic`          element i and i + p of every lane hold the same cell (4 copies)
 * :func:`prove_same_map`          two maps agree slot by slot (row vs col layout, load.c vs
-                                  store.d, f16 vs f32 accumulators, two spaces or strides)
+                                  store.d, f16 vs f32 accumulators, two spaces or strides;
+                                  :func:`prefix` for the .f16 vs .bf16 multiplicands)
 """
 
 from __future__ import annotations
@@ -301,6 +303,36 @@ def prove_half_duplicates(m: FragmentMap) -> Result:
     return res
 
 
+def prove_periodic(m: FragmentMap, period: int) -> Result:
+    """For every lane and i < n - period: element i and element i + period hold the same cell
+    (an .f16 A/B fragment of m8n32k16 A / m32n8k16 B holds every cell 4 times: period n/4)."""
+    _need_single(m)
+    if not 0 < period < m.elements:
+        raise ValueError(f"{m.id}: period {period} outside (0, {m.elements})")
+    lane, i = z3.BitVecs("lane i", 16)
+    E = z3.BitVecVal(m.elements, 16)
+    s = lane * E + i
+    res = check_negation(f"wmma.map.periodic[{m.id}, {period}]",
+                         f"in {m.id}, element i and element i + {period} of every lane hold the same cell",
+                         [z3.ULT(lane, z3.BitVecVal(LANES, 16)), z3.ULT(i, z3.BitVecVal(m.elements - period, 16)),
+                          _lut(m, s) != _lut(m, s + z3.BitVecVal(period, 16))],
+                         {"lane": lane, "element": i}, minimize=[lane, i])
+    tab = m.single()
+    bad = np.argwhere(tab[:, :-period] != tab[:, period:])
+    res.cross_check = {"agrees": (len(bad) == 0) == res.proved and
+                       (res.proved or [int(x) for x in bad[0]] == [res.witness["lane"], res.witness["element"]]),
+                       "violations": int(len(bad))}
+    res.smt2 = None
+    return res
+
+
+def prefix(m: FragmentMap, n: int) -> FragmentMap:
+    """The map restricted to the first `n` elements of every lane (id suffixed [:n])."""
+    return FragmentMap(f"{m.id}[:{n}]", m.archs, m.evidence, m.provenance, m.shape, m.matrix, m.types, m.layout,
+                       m.kind, m.rows, m.cols, n, [list(m.slots[lane][:n]) for lane in range(LANES)], m.elems_per_reg,
+                       m.extra)
+
+
 def prove_same_map(m1: FragmentMap, m2: FragmentMap, what: str = "") -> Result:
     """m1 and m2 hold the same cell in every (lane, element) slot (first differing slot if not)."""
     _need_single(m1)
@@ -334,9 +366,22 @@ def prove_same_map(m1: FragmentMap, m2: FragmentMap, what: str = "") -> Result:
 # the property report over every known map
 
 def properties(maps: list[FragmentMap] | None = None) -> list[Result]:
-    """Every property of every known map (covers, injective, half duplicates where
-    the lane holds twice its share, row vs col, f16 vs f32 accumulators, load vs store)."""
-    maps = list(all_maps() if maps is None else maps)
+    """Every property of every known map: covers, injective, the period of duplicated
+    fragments, row vs col, .f16 vs .bf16 multiplicands, the accumulator types (.f16 / .f32 /
+    .s32) against each other, load vs store, the variants of one form, and the same map
+    observed by different sources (sm_90 silicon vs the published sm_70/75/80 maps).
+    Without `maps`: every known map, computed once per process (about 15 s for the 134 maps)."""
+    if maps is None:
+        return list(_all_properties(tuple((str(p), p.stat().st_mtime_ns) for p in observed_files())))
+    return _properties(list(maps))
+
+
+@lru_cache(maxsize=1)
+def _all_properties(_files_key: tuple) -> tuple[Result, ...]:
+    return tuple(_properties(all_maps()))
+
+
+def _properties(maps: list[FragmentMap]) -> list[Result]:
     out: list[Result] = []
     for m in maps:
         if (m.single() == -2).any():
@@ -344,8 +389,10 @@ def properties(maps: list[FragmentMap] | None = None) -> list[Result]:
         out.append(prove_covers(m))
         inj = prove_injective(m)
         out.append(inj)
-        if not inj.proved and m.elements % 2 == 0 and LANES * m.elements == 2 * m.rows * m.cols:
-            out.append(prove_half_duplicates(m))
+        copies, rem = divmod(LANES * m.elements, m.rows * m.cols)
+        if not inj.proved and copies > 1 and not rem and m.elements % copies == 0:
+            # each cell `copies` times: element i + n/copies repeats element i (half_duplicates for 2 copies)
+            out.append(prove_half_duplicates(m) if copies == 2 else prove_periodic(m, m.elements // copies))
     # the same (arch, shape, matrix, type) in both layouts
     groups: dict[tuple, dict[str, FragmentMap]] = {}
     for m in maps:
@@ -357,14 +404,26 @@ def properties(maps: list[FragmentMap] | None = None) -> list[Result]:
         if "row" in g and "col" in g and (g["row"].id, g["col"].id) not in done:
             done.add((g["row"].id, g["col"].id))
             out.append(prove_same_map(g["row"], g["col"], "same map for .row and .col"))
-    # f16 vs f32 accumulator maps of one architecture and source
-    for m16 in maps:
-        if m16.matrix == "c" and "f16" in m16.types and m16.layout in ("row", "any"):
-            for m32 in maps:
-                if (m32 is not m16 and m32.matrix == "c" and "f32" in m32.types and m32.archs == m16.archs
-                        and m32.shape == m16.shape and m32.layout == m16.layout and m32.evidence == m16.evidence
-                        and m16.provenance.get("variant") == m32.provenance.get("variant")):
-                    out.append(prove_same_map(m16, m32, "f16 and f32 accumulators"))
+
+    def _peer(a: FragmentMap, b: FragmentMap) -> bool:
+        return (a is not b and a.archs == b.archs and a.evidence == b.evidence and a.shape == b.shape
+                and a.matrix == b.matrix and a.kind == b.kind and a.layout == b.layout
+                and a.provenance.get("variant") == b.provenance.get("variant"))
+    # accumulator types of one architecture and source: .f16 vs .f32 (both C loads and D stores,
+    # both layouts), and .s32 vs .f32 where a shape has both
+    for (t1, t2) in (("f16", "f32"), ("s32", "f32")):
+        for a in maps:
+            if a.matrix in ("c", "d") and t1 in a.types:
+                for b in maps:
+                    if _peer(a, b) and t2 in b.types:
+                        out.append(prove_same_map(a, b, f"{t1} and {t2} accumulators"))
+    # .f16 vs .bf16 multiplicands: the .f16 fragment's first n elements (n = the .bf16 fragment's) are the .bf16 map
+    for a in maps:
+        if a.matrix in ("a", "b") and "f16" in a.types:
+            for b in maps:
+                if _peer(a, b) and "bf16" in b.types and b.elements <= a.elements:
+                    out.append(prove_same_map(prefix(a, b.elements) if b.elements < a.elements else a, b,
+                                              f"the .f16 fragment's first {b.elements} elements are the .bf16 map"))
     # the same (shape, matrix, type, layout) observed by different sources (sm_90 silicon vs the
     # published sm_70/75/80 maps): is the map unchanged across architectures?
     for a in maps:
@@ -395,4 +454,14 @@ def properties(maps: list[FragmentMap] | None = None) -> list[Result]:
                         and st.provenance.get("variant") == ld.provenance.get("variant")
                         and st.provenance.get("space") == ld.provenance.get("space")):
                     out.append(prove_same_map(ld, st, "store map = load map: store(load(X)) = X"))
+    return out
+
+
+def tally(results: list[Result]) -> dict:
+    """Counts of the property report by kind (covers, injective, same, ...) and status."""
+    out: dict[str, dict[str, int]] = {}
+    for r in results:
+        kind = r.obligation.split("[", 1)[0].removeprefix("wmma.map.")
+        c = out.setdefault(kind, {})
+        c[r.status] = c.get(r.status, 0) + 1
     return out
