@@ -39,6 +39,9 @@ Nested = Any   # int or tuple of Nested
 
 
 def _tokens(text: str) -> list[str]:
+    bad = re.search(r"[^()\d,:\s-]", text)
+    if bad:
+        raise LayoutError(f"CuTe layout: unexpected {bad.group()!r} in {text.strip()!r}")
     return re.findall(r"\(|\)|,|:|-?\d+", text)
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import doctest
 import io
 import os
-import re
 import shlex
 from contextlib import redirect_stdout
 
@@ -14,28 +13,14 @@ import pytest
 
 from formal.cli import main
 
+from doc_examples import console_examples
+
 DOC = os.path.join(os.path.dirname(__file__), "..", "docs", "catalog.md")
-
-
-def _console_examples(text: str) -> list[tuple[str, str]]:
-    out = []
-    for block in re.findall(r"```console\n(.*?)```", text, re.S):
-        cmd, lines = None, []
-        for line in block.splitlines():
-            if line.startswith("$ "):
-                if cmd:
-                    out.append((cmd, "\n".join(lines)))
-                cmd, lines = line[2:], []
-            else:
-                lines.append(line)
-        if cmd:
-            out.append((cmd, "\n".join(lines)))
-    return out
 
 
 with open(DOC) as _f:
     TEXT = _f.read()
-CONSOLE = _console_examples(TEXT)
+CONSOLE = console_examples(TEXT)
 
 
 def test_doc_has_examples():

@@ -14,26 +14,12 @@ import pytest
 
 from formal.cli import main
 
+from doc_examples import console_examples
+
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 
 
-def _console(text: str) -> list[tuple[str, str]]:
-    out = []
-    for block in re.findall(r"```console\n(.*?)```", text, re.S):
-        cmd, lines = None, []
-        for line in block.splitlines():
-            if line.startswith("$ "):
-                if cmd:
-                    out.append((cmd, "\n".join(lines)))
-                cmd, lines = line[2:], []
-            else:
-                lines.append(line)
-        if cmd:
-            out.append((cmd, "\n".join(lines)))
-    return out
-
-
-EXAMPLES = _console(README)
+EXAMPLES = console_examples(README)
 
 
 def test_readme_has_the_two_setup_commands():

@@ -82,10 +82,12 @@ def test_cute_export_imports_back_through_formal_cute():
         assert LayoutMap(back).equals(LayoutMap(lay)).status == "proved"
 
 
-def test_cute_parsers_agree():
-    cute = pytest.importorskip("formal.cute")
-    for s in ("((4,8),(2,2,2)):((32,1),(16,8,128))", "((4,8),(2,2)):((16,1),(8,64))", "(32,4):(1,32)"):
-        assert cute_tv.parse(s) == cute.parse(s)
+def test_cute_parse_and_its_errors():
+    assert cute_tv.parse("((4,8),(2,2,2)):((32,1),(16,8,128))") == (((4, 8), (2, 2, 2)), ((32, 1), (16, 8, 128)))
+    assert cute_tv.parse("Layout<Shape<_32,_4>, Stride<_1,_32>>") == ((32, 4), (1, 32))
+    for bad in ("(4,8)", "((4,8):((1,4)", "(4,8):(1,(2,4))", "(4,8):(1,4)x"):
+        with pytest.raises(cute_tv.CuteError):
+            cute_tv.parse(bad)
 
 
 def test_cute_endpoint_in_a_recipe():

@@ -536,6 +536,8 @@ class Probe:
 
     # -- host side ------------------------------------------------------------------------
     def inputs(self, seed: int) -> dict[str, Any]:
+        if not hasattr(self, "in_words"):      # the buffer plan, as kernel() makes it
+            self.plan()
         prog = self.prog
         codes = self.codes(seed)
         R, C = codes.shape

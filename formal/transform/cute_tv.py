@@ -6,7 +6,7 @@ stride))`` from (thread, value) to the column-major index ``m + M * n`` of the M
 colexicographic (first sub-mode fastest) and the index is the sum of coordinate x stride.
 Value ``v`` is PTX element ``i`` (register ``i // epr``, element ``i % epr``).
 
-* :func:`parse` / :func:`evaluate` -- a shape:stride string and its value at a point;
+* :func:`parse` -- a shape:stride string (formal.cute's parser, the one audits use);
 * :func:`cute_map` -- the algebra map ``(lane, i) -> (row, col)``;
 * :func:`cute_endpoint` -- a transform register endpoint from a CuTe layout;
 * :func:`export` -- the spec layout (or any register layout) as the shortest CuTe TV
@@ -14,89 +14,38 @@ Value ``v`` is PTX element ``i`` (register ``i // epr``, element ``i % epr``).
   not a sum of per-bit strides (e.g. XOR swizzles) are refused with the first point that
   differs.
 
-(The layout engineer's ``formal/cute.py`` is the importer used for audits; this module
-exists for export and is cross-checked against it in the tests when both are present.)
+(``formal/cute.py`` is the importer used for layout audits; this module adds the algebra map,
+the transform endpoint and export.)
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any, Sequence
 
-import numpy as np
-
 from .. import algebra as alg
+from .. import cute as _cute
 from ..algebra import AlgebraError, Map
+from ..layout import LayoutError
 
 
 class CuteError(AlgebraError):
     pass
 
 
-def _tokens(s: str):
-    return re.findall(r"\(|\)|,|:|-?\d+|_\d+", s.replace(" ", ""))
-
-
-def _parse_tuple(toks: list, i: int):
-    t = toks[i]
-    if t == "(":
-        items = []
-        i += 1
-        while True:
-            item, i = _parse_tuple(toks, i)
-            items.append(item)
-            if toks[i] == ",":
-                i += 1
-                continue
-            if toks[i] == ")":
-                return tuple(items), i + 1
-            raise CuteError(f"unexpected {toks[i]!r}")
-    if re.fullmatch(r"_?-?\d+", t):
-        return int(t.lstrip("_")), i + 1
-    raise CuteError(f"unexpected {t!r}")
-
-
 def parse(s: str) -> tuple[Any, Any]:
-    """``"((4,8),(2,2,2)):((32,1),(16,8,128))"`` -> (shape, stride) nested tuples."""
-    toks = _tokens(s)
+    """``"((4,8),(2,2,2)):((32,1),(16,8,128))"`` -> (shape, stride) nested tuples (formal.cute's
+    parser, which also reads ``Layout<Shape<...>, Stride<...>>``)."""
     try:
-        shape, i = _parse_tuple(toks, 0)
-        if i >= len(toks) or toks[i] != ":":
-            raise CuteError("expected ':' between shape and stride")
-        stride, j = _parse_tuple(toks, i + 1)
-    except IndexError:
-        raise CuteError(f"truncated CuTe layout {s!r}") from None
-    if j != len(toks):
-        raise CuteError(f"trailing text in CuTe layout {s!r}")
-    if not _congruent(shape, stride):
-        raise CuteError(f"shape {shape} and stride {stride} are not congruent")
-    return shape, stride
-
-
-def _congruent(a, b) -> bool:
-    if isinstance(a, tuple) != isinstance(b, tuple):
-        return False
-    if isinstance(a, tuple):
-        return len(a) == len(b) and all(_congruent(x, y) for x, y in zip(a, b))
-    return True
+        return _cute.parse(s)
+    except LayoutError as e:
+        raise CuteError(str(e)) from None
 
 
 def _flat(t) -> list[int]:
     return [x for y in t for x in _flat(y)] if isinstance(t, tuple) else [t]
 
 
-def size(shape) -> int:
-    return int(np.prod(_flat(shape)))
-
-
-def evaluate(shape, stride, coord):
-    """Index of a 1-D coordinate (int or numpy array) in a (sub)layout."""
-    idx = 0
-    c = coord
-    for s, d in zip(_flat(shape), _flat(stride)):
-        idx = idx + (c % s) * d
-        c = c // s
-    return idx
+size = _cute.size
 
 
 def _mode_formula(var: str, shape, stride) -> str:
@@ -108,19 +57,10 @@ def _mode_formula(var: str, shape, stride) -> str:
     return " + ".join(terms) or "0"
 
 
-def _parse_any(layout: str):
-    """The layout engineer's parser (formal.cute) when present, this module's otherwise."""
-    try:
-        from .. import cute as _c
-        return _c.parse(layout)
-    except ImportError:  # pragma: no cover
-        return parse(layout)
-
-
 def cute_map(layout: str, rows: int, cols: int, name: str = "", transpose: bool = False) -> Map:
     """(lane, i) -> (row, col) of a TV layout into a column-major rows x cols tile
     (``transpose``: the layout indexes the cols x rows transpose, as CuTe's N x K B)."""
-    shape, stride = _parse_any(layout)
+    shape, stride = parse(layout)
     if not isinstance(shape, tuple) or len(shape) != 2:
         raise CuteError(f"a TV layout has two modes (thread, value): {layout}")
     nt, nv = size(shape[0]), size(shape[1])

@@ -264,6 +264,24 @@ def _matrix_quals(quals: list[str], text: str) -> dict:
             "src_fmt": src[0] if src else "", "space": "shared" if any(x.startswith("shared") for x in q) else ""}
 
 
+def _store_source(ctx, regs, k, lane, j, B):
+    """Content of bit B of register ``regs[j]`` of ``lane`` at stage k, and where it was read
+    (a store's source: j is symbolic under Z3, an array under numpy)."""
+    ops = ctx.ops
+    if ops.is_z3:
+        out = const_content(ops, UNDEF)
+        for jj, r in enumerate(regs):
+            out = ite_content(ops, ops.eq(j, jj), ctx.read(k, r, lane, B), out)
+        return out, None
+    out = None
+    loc_reg = np.empty(np.shape(lane), dtype=object)
+    for jj, r in enumerate(regs):
+        c = ctx.read(k, r, lane, B)
+        out = c if out is None else ite_content(ops, j == jj, c, out)
+        loc_reg[np.asarray(j) == jj] = r
+    return out, ("reg", loc_reg, lane, B)
+
+
 def _store_conflict_guard(st) -> "Guard":
     """Two register elements of one store landing on the same memory element: which one
     lands is not specified, so the recipe is refuted (checked by Z3 and enumeration)."""
@@ -289,7 +307,28 @@ def _store_conflict_guard(st) -> "Guard":
                  [("lane", 32), ("j", n), ("e", epr), ("lane0", 32), ("j0", n), ("e0", epr)], bad)
 
 
-class MatrixMove(Step):
+class ElementStore:
+    """A store of register elements (``self.regs``: ``nregs`` registers of ``epr`` elements of
+    ``dst_bits``) to the addresses ``self._elem_bit`` gives: the writer table and the sources."""
+
+    def _writes(self, ctx):
+        """Numpy: every register element (lane, j, e) and its memory element index."""
+        L, J, E = np.meshgrid(np.arange(32), np.arange(self.nregs), np.arange(self.epr), indexing="ij")
+        L, J, E = L.ravel(), J.ravel(), E.ravel()
+        start, _ = self._elem_bit(ctx, L, J, E)
+        return L, J, E, np.asarray(start)
+
+    def pull_mem(self, ctx, k, A):
+        return ctx.store_pull(self, k, A)
+
+    def store_source(self, ctx, k, lane, j, e, b):
+        """Content of bit b of register element (lane, j, e) at stage k."""
+        ops = ctx.ops
+        B = ops.bv(e) * self.dst_bits + ops.bv(b) if ops.is_z3 else e * self.dst_bits + b
+        return _store_source(ctx, self.regs, k, lane, j, B)
+
+
+class MatrixMove(ElementStore, Step):
     """ldmatrix (load) / stmatrix (store): 8 (or 16) lanes supply row addresses."""
 
     def __init__(self, text: str, quals: list[str], ops: list, store: bool):
@@ -359,34 +398,6 @@ class MatrixMove(Step):
         if self.src_bits < self.dst_bits:
             got = ite_content(ops, ops.lt(b, self.src_bits), got, const_content(ops, ZERO))
         return got, ("mem", "shared", 0, A)
-
-    # store: the writer table
-    def _writes(self, ctx):
-        """Numpy: every register element (lane, j, e) and its memory element index."""
-        L, J, E = np.meshgrid(np.arange(32), np.arange(self.nregs), np.arange(self.epr), indexing="ij")
-        L, J, E = L.ravel(), J.ravel(), E.ravel()
-        start, _ = self._elem_bit(ctx, L, J, E)
-        return L, J, E, np.asarray(start)
-
-    def pull_mem(self, ctx, k, A):
-        return ctx.store_pull(self, k, A)
-
-    def store_source(self, ctx, k, lane, j, e, b):
-        """Content of bit b of register element (lane, j, e) at stage k."""
-        ops = ctx.ops
-        B = ops.bv(e) * self.dst_bits + ops.bv(b) if ops.is_z3 else e * self.dst_bits + b
-        if ops.is_z3:
-            out = const_content(ops, UNDEF)
-            for jj, r in enumerate(self.regs):
-                out = ite_content(ops, ops.eq(j, jj), ctx.read(k, r, lane, B), out)
-            return out, None
-        out = None
-        loc_reg = np.empty(np.shape(lane), dtype=object)
-        for jj, r in enumerate(self.regs):
-            c = ctx.read(k, r, lane, B)
-            out = c if out is None else ite_content(ops, j == jj, c, out)
-            loc_reg[np.asarray(j) == jj] = r
-        return out, ("reg", loc_reg, lane, B)
 
     def guards(self, ctx):
         n = len(self.addr_lanes)
@@ -730,19 +741,7 @@ class LdSt(Step):
         return ctx.store_pull(self, k, A)
 
     def store_source(self, ctx, k, lane, j, e, b):
-        ops = ctx.ops
-        if ops.is_z3:
-            out = const_content(ops, UNDEF)
-            for jj, r in enumerate(self.regs):
-                out = ite_content(ops, ops.eq(j, jj), ctx.read(k, r, lane, b), out)
-            return out, None
-        out = None
-        loc_reg = np.empty(np.shape(lane), dtype=object)
-        for jj, r in enumerate(self.regs):
-            c = ctx.read(k, r, lane, b)
-            out = c if out is None else ite_content(ops, j == jj, c, out)
-            loc_reg[np.asarray(j) == jj] = r
-        return out, ("reg", loc_reg, lane, b)
+        return _store_source(ctx, self.regs, k, lane, j, b)
 
     def guards(self, ctx):
         size = self.w * self.n // 8

@@ -19,10 +19,10 @@ import numpy as np
 
 from .. import catalog as cat
 from .spaces import UNDEF, TransformError, const_content, ite_content
-from .steps import Addr, Guard, Imm, Name, Step, _store_conflict_guard, _vec
+from .steps import Addr, ElementStore, Guard, Imm, Name, Step, _store_conflict_guard, _vec
 
 
-class WmmaMove(Step):
+class WmmaMove(ElementStore, Step):
     def __init__(self, text, quals, ops):
         from ..wmma import memory as wm
 
@@ -109,31 +109,6 @@ class WmmaMove(Step):
             return m.z3_domain({"lane": L, "reg": ops.const(j) if isinstance(j, int) else j, "elem": e})
         env = {"lane": np.asarray(L), "reg": np.broadcast_to(np.asarray(j), np.shape(L)), "elem": np.asarray(e)}
         return m.domain_mask({k: v.reshape(-1) for k, v in env.items()}).reshape(np.shape(L))
-
-    def _writes(self, ctx):
-        L, J, E = np.meshgrid(np.arange(32), np.arange(self.nregs), np.arange(self.epr), indexing="ij")
-        L, J, E = L.ravel(), J.ravel(), E.ravel()
-        start, _ = self._elem_bit(ctx, L, J, E)
-        return L, J, E, np.asarray(start)
-
-    def pull_mem(self, ctx, k, A):
-        return ctx.store_pull(self, k, A)
-
-    def store_source(self, ctx, k, lane, j, e, b):
-        ops = ctx.ops
-        B = ops.bv(e) * self.dst_bits + ops.bv(b) if ops.is_z3 else e * self.dst_bits + b
-        if ops.is_z3:
-            out = const_content(ops, UNDEF)
-            for jj, r in enumerate(self.regs):
-                out = ite_content(ops, ops.eq(j, jj), ctx.read(k, r, lane, B), out)
-            return out, None
-        out = None
-        loc_reg = np.empty(np.shape(lane), dtype=object)
-        for jj, r in enumerate(self.regs):
-            c = ctx.read(k, r, lane, B)
-            out = c if out is None else ite_content(ops, j == jj, c, out)
-            loc_reg[np.asarray(j) == jj] = r
-        return out, ("reg", loc_reg, lane, B)
 
     def guards(self, ctx):
         v = self.view

@@ -463,6 +463,16 @@ def _space_checks(view: MemoryView, points_to: str | None) -> tuple[list[Violati
     return out, notes
 
 
+def _fragment_size(view, reading: str, fragment_bytes) -> tuple[str, int]:
+    """(reading, fragment size in bytes): the reading's size, or an explicit ``fragment_bytes``."""
+    if fragment_bytes is None:
+        return reading, view.frag_bytes(reading)
+    fb = _check_int("fragment_bytes", fragment_bytes, None)
+    if fb == 0:
+        raise BadArgument("fragment_bytes must be positive")
+    return f"fragment_bytes={fb}", fb
+
+
 def check_access(opcode: str | Form, ptr: int | Sequence[int], stride: int | Sequence[int] | None = None, *,
                  reading: str | None = None, fragment_bytes: int | None = None,
                  points_to: str | None = None) -> AccessResult:
@@ -501,14 +511,7 @@ def check_access(opcode: str | Form, ptr: int | Sequence[int], stride: int | Seq
         raise BadArgument("ptr is required")
     stride_given = vals["stride"] is not None
     stride_v = vals["stride"] if stride_given else view.default_stride
-    reading = reading or sp.default_reading
-    if fragment_bytes is not None:
-        fb = _check_int("fragment_bytes", fragment_bytes, None)
-        if fb == 0:
-            raise BadArgument("fragment_bytes must be positive")
-        reading = f"fragment_bytes={fb}"
-    else:
-        fb = view.frag_bytes(reading)
+    reading, fb = _fragment_size(view, reading or sp.default_reading, fragment_bytes)
     env = view.env(ptr_v, stride_v, fb)
     res = AccessResult(view.opcode, ptr_v, stride_v, stride_given, view.default_stride, reading, fb,
                        (int(env["first_byte"]), int(env["end_byte"])), list(uniform_v), view=view,
@@ -683,14 +686,7 @@ def legal_strides(opcode: str | Form, ptr_align: int | None = None, ptr: int | N
             raise BadArgument("ptr_align must be positive")
     if ptr is not None:
         ptr = _check_int("ptr", ptr, PTR_LIMIT)
-    reading = reading or sp.default_reading
-    if fragment_bytes is not None:
-        fb = _check_int("fragment_bytes", fragment_bytes, None)
-        if fb == 0:
-            raise BadArgument("fragment_bytes must be positive")
-        reading = f"fragment_bytes={fb}"
-    else:
-        fb = view.frag_bytes(reading)
+    reading, fb = _fragment_size(view, reading or sp.default_reading, fragment_bytes)
     q = _bv("q")
     s = _bv("stride")
     if ptr_align is not None:
