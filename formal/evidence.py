@@ -89,6 +89,15 @@ def table() -> str:
         rows.append(("one form, a million warps (`hw-check OPCODE --trials 1000002 --workers 16`)",
                      "; ".join(f"`{r['results'][0]['opcode']}` {r['trials']:,} warps" for r in rs),
                      "; ".join(f"{r['mismatched_warps']} mismatching, {r['wall_s']:.0f} s wall" for r in rs)))
+    ct = _load("cuda_template_h100.json")
+    if ct:
+        fs = ct["forms"]
+        rows.append(("the standalone CUDA harness (`ptx-formal vectors OPCODE --cuda F`, nvcc "
+                     f"{ct['nvcc'][0].split('_')[1].split('.r')[0] if ct['nvcc'] else '?'}), results read back by "
+                     "`ptx-formal verify`",
+                     f"{len(fs)} forms, {sum(r.get('cases') or 0 for r in fs):,} vectors",
+                     f"{sum(1 for r in fs if not r.get('ok'))} forms failing, "
+                     f"{sum(r.get('failed') or 0 for r in fs)} mismatching vectors"))
     tr = ROOT / "recipes" / "hw"
     trs = sorted(tr.glob("transform_probes_h100_*.json")) if tr.exists() else []
     trs = [p for p in trs if not p.name.endswith(".meta.json")]

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from formal.evidence import BEGIN, END, EVIDENCE, table
+from formal.catalog import parse
 from formal.hw.check import all_cases
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,6 +51,24 @@ def test_a_million_warps_of_one_form_in_under_a_minute():
         assert r["trials"] >= 1_000_000 and r["mismatched_warps"] == 0 and r["errors"] == 0
         assert set(r["results"][0]["per_regime"]) == set(r["regimes"]) and len(r["regimes"]) == 6
         assert r["seconds"] <= r["wall_s"] < 60
+
+
+def test_standalone_cuda_harness_ran_on_the_h100():
+    """tools/device_session.py step cuda_template: the template built by nvcc for 15 forms covering
+    every register kind it handles, each run on its hex vectors, its results verified."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("device_session", ROOT / "tools" / "device_session.py")
+    ds = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ds)
+    CUDA_TEMPLATE_FORMS = ds.CUDA_TEMPLATE_FORMS
+    rec = _rec("cuda_template_h100.json")
+    assert rec["gpu"]["name"].startswith("NVIDIA H100")
+    assert [r["opcode"] for r in rec["forms"]] == [parse(op).opcode for op in CUDA_TEMPLATE_FORMS]
+    for r in rec["forms"]:
+        assert r["nvcc_rc"] == 0 and r["harness_rc"] == 0 and r["ok"] and r["failed"] == 0 and not r["errors"]
+        assert r["cases"] >= 48 and "0 mismatching" in r["harness_out"]
+    kinds = {parse(r["opcode"]).atype for r in rec["forms"]} | {parse(r["opcode"]).sparsity for r in rec["forms"]}
+    assert {"f16", "bf16", "tf32", "s8", "s4", "b1", "f64", "e4m3", "u4"} <= kinds
 
 
 def test_readme_table_is_generated():

@@ -11,6 +11,9 @@ session goes on):
   transform layout-transformation recipes and movement probes -> transform.json
   numerics  numerics probes (hypothesis decisions) -> numerics.json
   vectors   edge-case vectors of every sm_90 form -> vectors.json
+  cuda_template  the standalone CUDA harness (formal/hw/template/vectors_harness.cu, filled in
+            by `ptx-formal vectors OPCODE --cuda F`) built with nvcc and run on hex vectors of
+            CUDA_TEMPLATE_FORMS, its results checked by `ptx-formal verify` -> cuda_template.json
 Writes session.json with timings and errors.
 """
 
@@ -116,9 +119,72 @@ def step_wmma_align(out, gpu):
     return {"rc": r.returncode, "tail": r.stdout[-1500:]}
 
 
+#: forms of the standalone-harness check: every register type and packing the template handles
+#: (16/32/64-bit registers, sub-byte, b1, fp8, both sparse variants, m8n8k4)
+CUDA_TEMPLATE_FORMS = (
+    "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+    "mma.sync.aligned.m16n8k8.row.col.f16.f16.f16.f16",
+    "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+    "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+    "mma.sync.aligned.m16n8k32.row.col.satfinite.s32.s8.u8.s32",
+    "mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32",
+    "mma.sync.aligned.m16n8k256.row.col.s32.b1.b1.s32.xor.popc",
+    "mma.sync.aligned.m8n8k4.row.col.rz.f64.f64.f64.f64",
+    "mma.sync.aligned.m16n8k16.row.col.rn.f64.f64.f64.f64",
+    "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e5m2.f32",
+    "mma.sync.aligned.m8n8k4.row.row.f16.f16.f16.f16",
+    "mma.sp.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32",
+    "mma.sp::ordered_metadata.sync.aligned.m16n8k64.row.col.satfinite.s32.s8.s8.s32",
+    "mma.sp.sync.aligned.m16n8k16.row.col.f32.tf32.tf32.f32",
+    "mma.sp::ordered_metadata.sync.aligned.m16n8k128.row.col.s32.u4.u4.s32",
+)
+
+
+def step_cuda_template(out, gpu):
+    """Build the standalone harness per form with nvcc, run it on the form's hex vectors, and
+    check its result file with formal.vectors.verify (independently of the harness's own exit)."""
+    import shutil
+    import subprocess
+
+    from formal import vectors as V
+    from formal.catalog import parse
+
+    nvcc = os.environ.get("NVCC") or shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    d = os.path.join(out, "cuda_template")
+    os.makedirs(d, exist_ok=True)
+    rows = []
+    for i, op in enumerate(CUDA_TEMPLATE_FORMS):
+        form = parse(op)
+        n = f"f{i:02d}"
+        cu, hexf, exe, res = (os.path.join(d, n + x) for x in (".cu", ".hex", "", ".results.hex"))
+        V.cuda_harness(form, cu)
+        V.write(V.generate(form, arch="sm_90", count=48, seed=i), hexf, "hex")
+        t0 = time.time()
+        c = subprocess.run([nvcc, "-arch=sm_90", "-o", exe, cu], capture_output=True, text=True)
+        row = {"opcode": form.opcode, "nvcc_rc": c.returncode, "nvcc_s": round(time.time() - t0, 1)}
+        if c.returncode == 0:
+            r = subprocess.run([exe, hexf, res], capture_output=True, text=True)
+            row.update(harness_rc=r.returncode, harness_out=(r.stdout + r.stderr)[-400:])
+            rep = V.verify(V.read(hexf), res) if os.path.exists(res) else None
+            if rep is not None:
+                row.update(cases=rep.cases, failed=rep.failed, ok=rep.ok, errors=rep.errors,
+                           coverage_points=len(rep.points), mismatches=rep.to_dict(3)["mismatches"])
+        else:
+            row["nvcc_err"] = c.stderr[-800:]
+        rows.append(row)
+        print(json.dumps({k: row.get(k) for k in ("opcode", "nvcc_rc", "harness_rc", "cases", "ok")}), flush=True)
+    ver = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1:]
+    json.dump({"nvcc": ver, "gpu": gpu.info.to_dict(), "forms": rows},
+              open(os.path.join(out, "cuda_template.json"), "w"), indent=1, default=str)
+    shutil.rmtree(d)
+    return {"forms": len(rows), "ok": sum(1 for r in rows if r.get("ok")),
+            "harness_rc0": sum(1 for r in rows if r.get("harness_rc") == 0)}
+
+
 # wmma last: one of its probes may fault on purpose (a stride legal under one reading only)
 STEPS = {"hw": step_hw, "selector": step_selector, "metadata": step_metadata, "transform": step_transform, "numerics": step_numerics,
-         "vectors": step_vectors, "wmma": step_wmma, "wmma_align": step_wmma_align}
+         "vectors": step_vectors, "wmma": step_wmma, "wmma_align": step_wmma_align,
+         "cuda_template": step_cuda_template}
 
 
 def run_one(out: str, name: str) -> int:
