@@ -205,17 +205,23 @@ def cmd_errata(args) -> int:
     return 0
 
 
+def _provenance(items: list[str] | None) -> dict[str, str]:
+    """--provenance KEY=VALUE ... -> dict."""
+    prov = {}
+    for kv in items or []:
+        k, sep, v = kv.partition("=")
+        if not sep or not k:
+            raise BadArgument(f"--provenance takes KEY=VALUE, got {kv!r}")
+        prov[k] = v
+    return prov
+
+
 def cmd_probe_decode(args) -> int:
     from ..hw import wmma_probe as wp
     d = Path(args.dir)
     if not (d / "wmma_probe_manifest.json").exists() or not (d / "wmma_probe_raw.npz").exists():
         raise BadArgument(f"{d} holds no wmma probe run (wmma_probe_manifest.json + wmma_probe_raw.npz)")
-    prov = {}
-    for kv in args.provenance or []:
-        k, sep, v = kv.partition("=")
-        if not sep or not k:
-            raise BadArgument(f"--provenance takes KEY=VALUE, got {kv!r}")
-        prov[k] = v
+    prov = _provenance(args.provenance)
     out = wp.decode_dir(d)
     print(out)
     if args.condense:
@@ -249,12 +255,7 @@ def cmd_alignment(args) -> int:
             raise BadArgument(str(x)) from None
         a = al.analyse(doc)
         if args.summary:
-            prov = {}
-            for kv in args.provenance or []:
-                k, sep, v = kv.partition("=")
-                if not sep or not k:
-                    raise BadArgument(f"--provenance takes KEY=VALUE, got {kv!r}")
-                prov[k] = v
+            prov = _provenance(args.provenance)
             print(al.write_summary(doc, args.summary, prov or None), file=sys.stderr)
         print(json.dumps(a, indent=1) if args.json else al.report_text(a))
         return 1 if any(e["status"] == "refuted" for e in a["errata"]) else 0
