@@ -23,6 +23,7 @@ import numpy as np
 from .check import _seed
 from .inputs import random_inputs
 from .kernels import Case, module_source
+from .sass import parse_sass
 
 
 def input_digest(inp: dict[str, np.ndarray]) -> str:
@@ -46,17 +47,8 @@ def sass_summary(gpu, cases: list[Case], ptx: str = "8.7") -> dict[str, list[str
     cub = os.path.join(tmp, "m.cubin")
     subprocess.run([gpu._ptxas, f"-arch={target}", p, "-o", cub], check=True, capture_output=True)
     out = subprocess.run([cuobjdump, "-sass", cub], capture_output=True, text=True).stdout
-    res: dict[str, list[str]] = {}
-    cur = None
-    for line in out.splitlines():
-        m = re.search(r"Function : (\S+)", line)
-        if m:
-            cur = m.group(1)
-            res[cur] = []
-            continue
-        m = re.search(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", line)
-        if cur and m and re.match(r"(HMMA|IMMA|DMMA|BMMA|QMMA|HGMMA|F2F|F2FP|HADD2|HFMA2|FADD|FFMA|FMUL|I2F|F2I|PRMT|LOP3|SHF|IADD3|IMAD|POPC)", m.group(1)):
-            res[cur].append(m.group(1))
+    keep = re.compile(r"(HMMA|IMMA|DMMA|BMMA|QMMA|HGMMA|F2F|F2FP|HADD2|HFMA2|FADD|FFMA|FMUL|I2F|F2I|PRMT|LOP3|SHF|IADD3|IMAD|POPC)")
+    res = {f: [op for op, _ in ins if keep.match(op)] for f, ins in parse_sass(out).items()}
     return {n: res.get(n, []) for n in names}
 
 

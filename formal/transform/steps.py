@@ -264,6 +264,22 @@ def _matrix_quals(quals: list[str], text: str) -> dict:
             "src_fmt": src[0] if src else "", "space": "shared" if any(x.startswith("shared") for x in q) else ""}
 
 
+def _bind_memory_operands(st, ops, store: bool, what: str, text: str, n: int, need: str) -> None:
+    """A load (``{regs}, [addr]``) or store (``[addr], {regs}``) of n registers: sets the step's
+    registers, address and what it reads and writes."""
+    _need(ops, 2, text)
+    vec_op, addr_op = (ops[1], ops[0]) if store else (ops[0], ops[1])
+    regs = _vec(vec_op, what, text)
+    if len(regs) != n:
+        raise TransformError(f"{text}: {need}, got {len(regs)}")
+    if not isinstance(addr_op, Addr):
+        raise TransformError(f"{text}: the address operand must be [p] or [p+imm]")
+    st.regs, st.addr = list(regs), addr_op
+    st.writes = [] if store else list(regs)
+    st.reads = list(regs) if store else []
+    st.writes_mem, st.reads_mem = store, not store
+
+
 def _store_source(ctx, regs, k, lane, j, B):
     """Content of bit B of register ``regs[j]`` of ``lane`` at stage k, and where it was read
     (a store's source: j is symbolic under Z3, an array under numpy)."""
@@ -350,17 +366,8 @@ class MatrixMove(ElementStore, Step):
         let = e.get("let", {})
         self.f_lane, self.f_index = _F(e["addr_lane"], let), _F(e["index"], let)
         self.nregs = self.num * int(e["regs"])
-        _need(ops, 2, text)
-        vec_op, addr_op = (ops[1], ops[0]) if store else (ops[0], ops[1])
-        self.regs = _vec(vec_op, "the register vector", text)
-        if len(self.regs) != self.nregs:
-            raise TransformError(f"{text}: .x{self.num} needs {self.nregs} registers, got {len(self.regs)}")
-        if not isinstance(addr_op, Addr):
-            raise TransformError(f"{text}: the address operand must be [p] or [p+imm]")
-        self.addr = addr_op
-        self.writes = [] if store else list(self.regs)
-        self.reads = list(self.regs) if store else []
-        self.writes_mem, self.reads_mem = store, not store
+        _bind_memory_operands(self, ops, store, "the register vector", text, self.nregs,
+                              f".x{self.num} needs {self.nregs} registers")
         self.widths = {r: 32 for r in self.regs}
         self.granularity = min(self.src_bits, self.dst_bits)
         self.epr = 32 // self.dst_bits
@@ -698,17 +705,8 @@ class LdSt(Step):
         self.f_addr = _F(sp["element_address"])
         self.w = _LDST_TYPES[types[0]]
         self.n = int(vecs[0][1]) if vecs else 1
-        _need(ops, 2, text)
-        vec_op, addr_op = (ops[1], ops[0]) if store else (ops[0], ops[1])
-        self.regs = list(_vec(vec_op, "the data operand", text))
-        if len(self.regs) != self.n:
-            raise TransformError(f"{text}: expected {self.n} registers, got {len(self.regs)}")
-        if not isinstance(addr_op, Addr):
-            raise TransformError(f"{text}: the address operand must be [p] or [p+imm]")
-        self.addr = addr_op
-        self.writes = [] if store else list(self.regs)
-        self.reads = list(self.regs) if store else []
-        self.writes_mem, self.reads_mem = store, not store
+        _bind_memory_operands(self, ops, store, "the data operand", text, self.n,
+                              f"expected {self.n} registers")
         self.widths = {r: self.w for r in self.regs}
         self.granularity = min(self.w, 8) if self.w >= 8 else self.w
         self.dst_bits = self.w

@@ -42,6 +42,7 @@ from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 
+from ..hw.sass import parse_sass  # noqa: F401  (re-exported)
 from ..specdata import spec_dir
 
 SURVEY_FILE = "observed/wmma_sass_sm90.json"
@@ -61,22 +62,6 @@ def access_width(op: str) -> int:
         if suffix in op.split(" ")[0]:
             return w
     return 4
-
-
-def parse_sass(text: str) -> dict[str, list[tuple[str, str]]]:
-    """cuobjdump -sass output -> {function: [(opcode, operands)]} in program order."""
-    funcs: dict[str, list[tuple[str, str]]] = {}
-    cur = None
-    for line in text.splitlines():
-        m = re.search(r"Function : (\S+)", line)
-        if m:
-            cur = m.group(1)
-            funcs[cur] = []
-            continue
-        m = re.search(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)([^;]*);", line)
-        if cur is not None and m:
-            funcs[cur].append((m.group(1), m.group(2).strip()))
-    return funcs
 
 
 def wmma_accesses(instrs: list[tuple[str, str]], kind: str, window: str) -> list[tuple[str, str]]:
