@@ -12,6 +12,14 @@ Sparse forms take their A terms from ``formal.metadata.gather_terms`` (metadata 
 with undefined behaviour raised as :class:`formal.metadata.UndefinedBehavior`).
 ``evaluate_matrices`` skips steps 1 and 3 (for ``wmma.mma`` this is the only level, since
 PTX leaves wmma fragments unspecified).
+
+Inputs are strict (:class:`EvalError`, a ValueError, one line naming the argument):
+encodings and register bits must fit their width (``formal.codes``: an f16 of 0x13C00 or
+an s8 of 300 is an error, never truncated); signed integer arrays are read as bit
+patterns (an ``int16`` -1 is the f16 0xFFFF); a 2-D argument is one instance and every
+batch size must match (nothing is broadcast); ``e``/``sel`` belong to ``mma.sp`` only,
+``scale_a``/``scale_b`` to block-scaled forms.  An illegal selector raises
+:class:`formal.metadata.UndefinedSelector` with a ``.witness``.
 """
 
 from __future__ import annotations
