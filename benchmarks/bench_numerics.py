@@ -9,7 +9,7 @@ Table 1 (matrix level): random normal values (integers: uniform codes), batched 
 time through ``mma_matrices``; the scalar column runs ``mma_scalar`` (Fractions) on a few.
 
 Table 2 (register level, what a hardware check runs): ``formal.evaluate.evaluate`` on
-``--warps`` warps of ``formal.hw.inputs.random_inputs`` per form family and regime
+``--warps`` warps of ``formal.inputs.random_inputs`` per form family and regime
 (layouts, metadata and numerics included), CPU seconds of this process; the last
 column is the CPU time 10,000 warps of one form take.
 """
@@ -88,7 +88,7 @@ EVAL_FORMS = [
 def bench_evaluate(warps: int, regimes=("normal", "bits", "special")):
     from formal.catalog import parse
     from formal.evaluate import evaluate
-    from formal.hw.inputs import random_inputs
+    from formal.inputs import random_inputs
 
     print(f"\nRegister level: formal.evaluate.evaluate, arch=sm_90, {warps} warps per batch, one core (CPU time)")
     print("| form | " + " | ".join(f"{r} MMA/s" for r in regimes) + " | 10k warps (s, worst regime) |")

@@ -4,7 +4,7 @@ The PTX content lives in ``specs/*.toml``; this package is the engine.  Entry po
 
 * catalog (``formal.catalog``): :func:`parse`, :func:`legality`, :func:`forms`
 * layouts (``formal.layout``): :func:`fragment`, :func:`pack`, :func:`unpack`,
-  :func:`audit_layout`; proofs in ``formal.prove``
+  :func:`audit_layout` (in ``formal.prove``, with the proofs)
 * sparse metadata (``formal.metadata``): :func:`compress`, :func:`decompress`
 * evaluation (``formal.evaluate``): :func:`evaluate`, :func:`evaluate_matrices`
 * vectors and model audits (``formal.vectors``, ``formal.audit``): :func:`audit`
@@ -35,7 +35,7 @@ _LAZY = {
     "unpack": ("formal.layout", "unpack"),
     "Layout": ("formal.layout", "Layout"),
     "LayoutError": ("formal.layout", "LayoutError"),
-    "audit_layout": ("formal.layout", "audit"),
+    "audit_layout": ("formal.prove", "audit_layout"),
     "evaluate": ("formal.evaluate", "evaluate"),
     "evaluate_matrices": ("formal.evaluate", "evaluate_matrices"),
     "EvalError": ("formal.evaluate", "EvalError"),

@@ -209,7 +209,7 @@ def nan_codes(t: str) -> list[tuple[str, int]]:
 
 
 def random_normal(rng: np.random.Generator, t: str, n: int = 1) -> list[int]:
-    from .hw.inputs import random_elements
+    from .inputs import random_elements
 
     v = random_elements(rng, t, n, "normal", "a") & np.uint64((1 << get_format(t).bits) - 1)
     return [int(x) for x in v]
@@ -1089,7 +1089,7 @@ RANDOM_REGIMES = ("bits", "normal", "finite", "align", "extreme", "special")
 def random_drafts(ctx: Ctx, count: int) -> list:
     """``count`` random warps, cycling through the input regimes of ``formal.hw.inputs``
     (and, for sparse forms, the selectors)."""
-    from .hw.inputs import random_inputs
+    from .inputs import random_inputs
     from .vectors.draft import Draft, is_matrix_level
 
     f = ctx.form

@@ -12,6 +12,14 @@ Sparse forms take their A terms from ``formal.metadata.gather_terms`` (metadata 
 with undefined behaviour raised as :class:`formal.metadata.UndefinedBehavior`).
 ``evaluate_matrices`` skips steps 1 and 3 (for ``wmma.mma`` this is the only level, since
 PTX leaves wmma fragments unspecified).
+
+Inputs are strict (:class:`EvalError`, a ValueError, one line naming the argument):
+encodings and register bits must fit their width (``formal.codes``: an f16 of 0x13C00 or
+an s8 of 300 is an error, never truncated); signed integer arrays are read as bit
+patterns (an ``int16`` -1 is the f16 0xFFFF); a 2-D argument is one instance and every
+batch size must match (nothing is broadcast); ``e``/``sel`` belong to ``mma.sp`` only,
+``scale_a``/``scale_b`` to block-scaled forms.  An illegal selector raises
+:class:`formal.metadata.UndefinedSelector` with a ``.witness``.
 """
 
 from __future__ import annotations
@@ -21,6 +29,8 @@ from typing import Any
 import numpy as np
 
 from .catalog import Form, legality, parse
+from .codes import as_codes, as_int
+from .specdata import load_spec
 
 
 class EvalError(ValueError):
@@ -59,21 +69,61 @@ def _numerics_kw(form: Form, arch: str) -> dict[str, Any]:
                 stype=form.stype, shape=form.mnk, sparse=form.is_sparse)
 
 
-def _check_regs(form: Form, name: str, x: Any, T: int | None) -> np.ndarray:
-    op = form.operands[name]
-    want = np.uint64 if op.reg_bits == 64 else np.uint32
+# ----------------------------------------------------------------------------------
+# input validation: the one place user arrays enter the evaluator.  Encodings follow
+# formal.codes (an out-of-width value is an error, signed arrays are bit patterns);
+# every batch axis must agree; e/sel belong to mma.sp only; scales to block-scaled forms.
+
+def _batched(name: str, x: Any, shape: tuple[int, ...], what: str) -> np.ndarray:
+    """[*shape] (one instance) or [T, *shape] -> [T, *shape]."""
     arr = np.asarray(x)
-    if arr.ndim == 2:
-        arr = arr[None]
-    if arr.ndim != 3 or arr.shape[1:] != (32, op.count):
-        raise EvalError(f"operand {name} of {form.opcode} must have shape [T, 32, {op.count}], got {list(np.shape(x))}")
-    if arr.dtype != want:
-        if not np.issubdtype(arr.dtype, np.integer):
-            raise EvalError(f"operand {name} must hold raw register bits as unsigned integers ({np.dtype(want).name}), got {arr.dtype}")
-        arr = arr.astype(want)
-    if T is not None and arr.shape[0] != T:
-        raise EvalError(f"operand {name} has {arr.shape[0]} warps, expected {T}")
+    if arr.ndim == len(shape) and arr.shape == shape:
+        return arr[None]
+    if arr.ndim != len(shape) + 1 or arr.shape[1:] != shape:
+        dims = ", ".join(map(str, shape))
+        raise EvalError(f"{name} must have shape [T, {dims}] ({what}), got {list(arr.shape)}")
     return arr
+
+
+def _same_batch(form: Form, arrays: dict[str, np.ndarray]) -> int:
+    sizes = {k: v.shape[0] for k, v in arrays.items()}
+    first = next(iter(sizes))
+    for k, t in sizes.items():
+        if t != sizes[first]:
+            raise EvalError(f"operand {k} of {form.opcode} has {t} instances, {first} has {sizes[first]} "
+                            f"(batch sizes must match; nothing is broadcast)")
+    return sizes[first]
+
+
+def _regs(form: Form, name: str, x: Any) -> np.ndarray:
+    op = form.operands[name]
+    arr = _batched(name, x, (32, op.count), f"{op.count} registers per lane of {form.opcode}")
+    want = np.uint64 if op.reg_bits == 64 else np.uint32
+    return as_codes(arr, op.reg_bits, f"operand {name} ({op.reg_bits}-bit registers)", EvalError).astype(want, copy=False)
+
+
+def _elements(form: Form, name: str, x: Any, shape: tuple[int, int], etype: str) -> np.ndarray:
+    arr = _batched(name, x, shape, f"{'x'.join(map(str, shape))} .{etype} encodings of {form.opcode}")
+    return as_codes(arr, int(load_spec("formats")[etype]["bits"]), f"{name} (.{etype} encodings)", EvalError)
+
+
+def _sparse_args(form: Form, e: Any, sel: Any, T: int) -> tuple[np.ndarray | None, int | None]:
+    if not form.is_sparse:
+        if e is not None or sel is not None:
+            raise EvalError(f"{form.opcode} is dense: it takes no metadata e or selector sel")
+        return None, None
+    if e is None or sel is None:
+        raise EvalError(f"{form.opcode} needs the metadata registers e [T, 32] and the selector sel")
+    e = as_codes(_batched("e", e, (32,), "one 32-bit metadata register per lane"), 32, "e (32-bit registers)",
+                 EvalError).astype(np.uint32, copy=False)
+    if e.shape[0] != T:
+        raise EvalError(f"e has {e.shape[0]} instances, operand a has {T} (batch sizes must match)")
+    return e, as_int(sel, "sel", EvalError)
+
+
+def _no_scales(form: Form, scale_a: Any, scale_b: Any) -> None:
+    if not form.block_scale and (scale_a is not None or scale_b is not None):
+        raise EvalError(f"{form.opcode} is not block-scaled: it takes no scale_a / scale_b")
 
 
 def evaluate(opcode: str | Form, a, b, c, e=None, sel: int | None = None, arch: str = "sm_90",
@@ -86,10 +136,10 @@ def evaluate(opcode: str | Form, a, b, c, e=None, sel: int | None = None, arch: 
     if form.family not in ("mma", "mma.sp"):
         raise EvalError(f"{form.family} fragments are unspecified by PTX; use evaluate_matrices for wmma.mma")
     check_available(form, arch)
-    a = _check_regs(form, "a", a, None)
-    T = a.shape[0]
-    b = _check_regs(form, "b", b, T)
-    c = _check_regs(form, "c", c, T)
+    _no_scales(form, scale_a, scale_b)
+    a, b, c = (_regs(form, k, x) for k, x in (("a", a), ("b", b), ("c", c)))
+    T = _same_batch(form, {"a": a, "b": b, "c": c})
+    e, sel = _sparse_args(form, e, sel, T)
     B = layout.unpack(form, "b", b)
     C = layout.unpack(form, "c", c)
     kw = _numerics_kw(form, arch)
@@ -99,9 +149,6 @@ def evaluate(opcode: str | Form, a, b, c, e=None, sel: int | None = None, arch: 
     if form.is_sparse:
         from . import metadata
 
-        if e is None or sel is None:
-            raise EvalError(f"{form.opcode} needs the metadata registers e [T, 32] and the selector sel")
-        e = np.asarray(e, dtype=np.uint32).reshape(T, 32)
         vals, kidx = metadata.gather_terms(form, a, e, sel)        # [T, M, K/2] each, hardware order
         M, N, _ = form.mnk
         bt = np.take_along_axis(B[:, None, :, :], kidx[..., None].astype(np.int64), axis=2)   # [T, M, K/2, N]
@@ -132,23 +179,23 @@ def evaluate_matrices(opcode: str | Form, A, B, C, arch: str = "sm_90", scale_a=
         raise EvalError(f"{form.opcode} is not an mma instruction")
     check_available(form, arch)
     M, N, K = form.mnk
-    A, B, C = (np.asarray(x) for x in (A, B, C))
-    if A.ndim == 2:
-        A, B, C = A[None], B[None], C[None]
-    for nm, x, shp in (("A", A, (M, K)), ("B", B, (K, N)), ("C", C, (M, N))):
-        if x.ndim != 3 or x.shape[1:] != shp:
-            raise EvalError(f"{nm} must have shape [T, {shp[0]}, {shp[1]}] for {form.opcode}, got {list(x.shape)}")
-        if not np.issubdtype(x.dtype, np.integer):
-            raise EvalError(f"{nm} must hold raw element encodings as unsigned integers, got {x.dtype}")
+    A = _elements(form, "A", A, (M, K), form.atype)
+    B = _elements(form, "B", B, (K, N), form.btype)
+    C = _elements(form, "C", C, (M, N), form.ctype)
+    T = _same_batch(form, {"A": A, "B": B, "C": C})
+    _no_scales(form, scale_a, scale_b)
     kw = _numerics_kw(form, arch)
     if form.block_scale:
         if scale_a is None or scale_b is None:
             raise EvalError(f"{form.opcode} needs scale_a [T, M, SFA_N] and scale_b [T, SFB_M, N]")
         nsf = {"1X": 1, "2X": 2, "4X": 4}[form.scale_vec_effective]
-        sa = np.repeat(np.asarray(scale_a, np.uint8).reshape(-1, M, nsf), K // nsf, axis=2)      # [T, M, K]
-        sb = np.repeat(np.asarray(scale_b, np.uint8).reshape(-1, nsf, N), K // nsf, axis=1)      # [T, K, N]
-        a_t = np.broadcast_to(A[:, :, None, :], (A.shape[0], M, N, K))
-        b_t = np.broadcast_to(np.swapaxes(B, 1, 2)[:, None, :, :], (A.shape[0], M, N, K))
+        sa = _elements(form, "scale_a", scale_a, (M, nsf), form.stype)
+        sb = _elements(form, "scale_b", scale_b, (nsf, N), form.stype)
+        _same_batch(form, {"A": A, "scale_a": sa, "scale_b": sb})
+        sa = np.repeat(sa.astype(np.uint8), K // nsf, axis=2)      # [T, M, K]
+        sb = np.repeat(sb.astype(np.uint8), K // nsf, axis=1)      # [T, K, N]
+        a_t = np.broadcast_to(A[:, :, None, :], (T, M, N, K))
+        b_t = np.broadcast_to(np.swapaxes(B, 1, 2)[:, None, :, :], (T, M, N, K))
         sa_t = np.broadcast_to(sa[:, :, None, :], a_t.shape)
         sb_t = np.broadcast_to(np.swapaxes(sb, 1, 2)[:, None, :, :], a_t.shape)
         return numerics.dot_terms(a_t, b_t, C, scale_a=sa_t, scale_b=sb_t, **{k: v for k, v in kw.items()})

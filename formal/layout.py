@@ -29,7 +29,8 @@ register files to and from matrices (vectorised; the evaluator's hot path).
 
 Layouts can also be built from a user's formulas (:meth:`Layout.from_formulas`), a Python
 function (:meth:`Layout.from_function`), a table (:meth:`Layout.from_table`) or a CuTe
-thread-value layout (``formal.cute``), and audited against the spec with :func:`audit`.
+thread-value layout (``formal.cute``), and audited against the spec with
+:func:`formal.prove.audit_layout`.
 
 The module knows no PTX facts: every formula, matrix shape and element count comes from
 ``specs/``; register widths and containers come from the catalog (``specs/formats.toml``).
@@ -1056,67 +1057,6 @@ def layout_json(lay: Layout, form: cat.Form | None = None) -> dict[str, Any]:
         d["entry"] = {"id": lay.entry.id, "section": lay.entry.section, "figure": lay.entry.figure,
                       "evidence": lay.entry.evidence, "note": lay.entry.note}
     return d
-
-
-# =========================================================================================
-# Auditing someone else's layout
-
-
-@dataclass
-class AuditReport:
-    """The verdict on a candidate layout: proved bijective and equal to the spec, or not."""
-
-    form: str
-    operand: str
-    params: dict
-    results: list            # formal.prove results: range, injective, surjective, equal
-    spec_layout: Layout
-    candidate: Layout
-
-    @property
-    def ok(self) -> bool:
-        return all(r.status == "proved" for r in self.results)
-
-    @property
-    def status(self) -> str:
-        st = [r.status for r in self.results]
-        return "refuted" if "refuted" in st else "unknown" if "unknown" in st else "proved"
-
-    @property
-    def first_difference(self) -> dict | None:
-        for r in self.results:
-            if r.obligation.family == "audit.equal" and r.status == "refuted":
-                return r.witness
-        return None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"form": self.form, "operand": self.operand, "params": self.params, "status": self.status,
-                "results": [r.to_dict() for r in self.results]}
-
-
-def audit(candidate: Layout, form_or_opcode, operand: str, *, compare_bits: bool = True,
-          timeout_ms: int = 20000, **params: int) -> AuditReport:
-    """Prove ``candidate`` bijective and equal to the spec's layout of (form, operand).
-
-    Equality is checked point by point over (lane, reg, elem): same cell, same product,
-    and (with ``compare_bits``) the same bit position and width.  A refutation carries the
-    FIRST differing (lane, reg, elem) (lexicographic), found by enumeration and confirmed
-    minimal by Z3.
-    """
-    from . import prove
-
-    form = _as_form(form_or_opcode)
-    op = _check_operand(form, operand)
-    ref = fragment(form, op, **params)
-    opts = prove.Options(timeout_ms=timeout_ms)
-    subject = f"{form.opcode} {op} (candidate {candidate.name or 'layout'})"
-    res = [prove.check_range(candidate, subject, opts), prove.check_injective(candidate, subject, opts),
-           prove.check_surjective(candidate, subject, opts),
-           prove.check_equal(candidate, ref, subject, opts, bits=compare_bits, family="audit.equal",
-                             names=("candidate", "spec"))]
-    for r in res[:3]:
-        r.obligation.family = "audit." + r.obligation.family.split(".", 1)[1]
-    return AuditReport(form.opcode, op, dict(ref.params), res, ref, candidate)
 
 
 def load_table(path: str | Path, *, like: Layout) -> Layout:

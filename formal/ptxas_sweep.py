@@ -19,8 +19,8 @@ A disagreement (catalog legal != ptxas accepted) must match an erratum in
 ``specs/errata.toml`` (its ``when`` formula over the case and its ``ptxas`` direction);
 anything else is *unexplained* and makes the sweep fail.
 
-Run: ``ptx-formal ptxas-sweep [--targets ...] [--ptx ...] [--json]`` or
-``python -m formal.ptxas_sweep --write proofs/ptxas-sweep``.
+Run: ``ptx-formal ptxas-sweep [--targets ...] [--ptx ...] [--json]`` (``--write
+proofs/ptxas-sweep`` regenerates the report).  The CLI calls this module, never the reverse.
 """
 
 from __future__ import annotations
@@ -606,16 +606,3 @@ def write_report(res: SweepResult, stem: str) -> tuple[str, str]:
         json.dump(res.to_dict(), f, indent=1, sort_keys=False)
         f.write("\n")
     return md, js
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m formal.ptxas_sweep [options]`` = ``ptx-formal ptxas-sweep [options]``."""
-    import sys
-
-    from .cli import main as cli_main
-
-    return cli_main(["ptxas-sweep", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

@@ -13,7 +13,7 @@ import z3
 
 import formal
 from formal.audit import SymbolicModel, audit, symbolic_search, z3_model
-from formal.hw.inputs import random_elements
+from formal.inputs import random_elements
 from formal.numerics import dot_terms, get_model
 from formal.vectors import z3num as Z
 from formal.vectors.draft import numerics_kw

@@ -9,6 +9,7 @@ import pytest
 
 from formal import catalog as cat
 from formal import layout as L
+from formal.prove import audit_layout
 
 F16 = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 F16C16 = "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16"
@@ -234,7 +235,7 @@ def test_load_table_csv_and_json(tmp_path):
     q.write_text(json.dumps({"entries": recs}))
     a, b = L.load_table(p, like=ref), L.load_table(q, like=ref)
     assert a.map_key == b.map_key
-    assert L.audit(a, F16, "c").status == "proved"
+    assert audit_layout(a, F16, "c").status == "proved"
     bad = tmp_path / "bad.json"
     bad.write_text("{nope")
     with pytest.raises(L.LayoutError):

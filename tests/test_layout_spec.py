@@ -22,6 +22,7 @@ import pytest
 
 from formal import catalog as cat
 from formal import layout as L
+from formal.prove import audit_layout
 from formal import prove as P
 from formal.specdata import spec_dir
 
@@ -224,7 +225,7 @@ def test_reference_cute_layouts_audit_equal_to_the_spec():
             key = (tv, ttl, L.fragment(form, op).key)
             if key not in audited:        # the same CuTe layout against the same fragment: one proof
                 cand = cute.from_cute(tv, form, op, thr_to_lane=ttl, product_lane_stride=4)
-                audited[key] = L.audit(cand, form, op).status
+                audited[key] = audit_layout(cand, form, op).status
             assert audited[key] == "proved", (form.opcode, op, tv)
             forms_checked += 1
     assert forms_checked > 1000 and len(audited) > 40
@@ -310,7 +311,7 @@ def test_k256_text_formula_is_refuted_and_the_correction_proved():
     for fn in (P.check_range, P.check_injective, P.check_surjective):
         assert fn(spec_lay, "spec", opts).status == "proved"
     # the text and the spec agree except in the i < 64 column term
-    rep = L.audit(text, e["form"], e["operand"])
+    rep = audit_layout(text, e["form"], e["operand"])
     assert rep.first_difference["point"] == {"lane": 0, "reg": 1, "elem": 0}      # a32: text col 32, spec col 0
 
 

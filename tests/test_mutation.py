@@ -241,7 +241,7 @@ def _refute(m: Mutation, lay: L.Layout) -> P.Result:
         return P.check_packing(lay, m.name, opts)
     if m.expect == "regcount":
         return P.check_regcount(lay, form.operands[m.operand], m.name, opts)
-    rep = L.audit(lay, form, m.operand, **m.params)
+    rep = P.audit_layout(lay, form, m.operand, **m.params)
     (r,) = [r for r in rep.results if r.obligation.family == f"audit.{m.expect}"]
     return r
 
@@ -310,7 +310,7 @@ def test_the_unmutated_spec_layouts_pass_the_same_checks():
             continue
         seen.add(key)
         ref = L.fragment(m.form, m.operand, **m.params)
-        rep = L.audit(ref, m.form, m.operand, **m.params)
+        rep = P.audit_layout(ref, m.form, m.operand, **m.params)
         assert rep.status == "proved", (m.name, rep.to_dict())
         assert P.check_packing(ref, m.name, P.Options()).status == "proved"
         assert P.check_regcount(ref, cat.parse(m.form).operands[m.operand], m.name, P.Options()).status == "proved"

@@ -17,8 +17,9 @@ import pytest
 
 import formal
 from formal.evaluate import evaluate
-from formal.vectors import generate, prepare, run_vectors_on_gpu, vectors_as_inputs
-from formal.vectors import gpu as vgpu
+from formal.hw import vectors as vgpu
+from formal.hw.vectors import prepare, run_vectors_on_gpu, vectors_as_inputs
+from formal.vectors import generate
 
 F16 = "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32"
 SP = "mma.sp::ordered_metadata.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"

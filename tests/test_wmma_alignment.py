@@ -661,3 +661,14 @@ def test_summary_is_the_runs_condensed():
     doc = A.merge_runs([A.load_run(r) for r in RUNS])
     s = A.summarize(doc, SUMMARY["meta"]["provenance"])
     assert json.loads(json.dumps(s)) == SUMMARY
+
+
+def test_the_sm90_note_is_added_above_the_memory_semantics():
+    """memory.check_access is the text's verdict alone; alignment.check_access adds what ptxas's sm_90
+    code does (the SASS model sits above the memory semantics, formal.wmma.memory never imports it)."""
+    op = "wmma.load.a.sync.aligned.row.m16n16k16.shared.s8"
+    text, model = M.check_access(op, 0x100, 24), A.check_access(op, 0x100, 24)
+    assert text.legal and model.legal and text.violations == model.violations
+    assert not any("sm_90" in n for n in text.notes)
+    assert [n for n in model.notes if n not in text.notes] == [A.sm90_note(text.view, 0x100, 24, True, None, True)]
+    assert "faults on the H100" in model.notes[-1]

@@ -74,7 +74,7 @@ def step_numerics(out, gpu):
 
 
 def step_vectors(out, gpu):
-    from formal.vectors import run_vectors_on_gpu
+    from formal.hw.vectors import run_vectors_on_gpu
 
     vdir = ".devdata/vectors" if os.path.isdir(".devdata/vectors") else None   # prepared on a CPU (Z3)
     res = run_vectors_on_gpu(None, os.path.join(out, "vectors"), vectors_dir=vdir, gpu=gpu, save_results=True)
@@ -88,7 +88,7 @@ def step_selector(out, gpu):
 
     from formal.catalog import parse
     from formal.evaluate import evaluate
-    from formal.hw.inputs import random_inputs
+    from formal.inputs import random_inputs
     from formal.hw.kernels import Case
     from formal.ptx import Immediates
 

@@ -37,8 +37,9 @@ def _mem():
 
 
 def cmd_check(args) -> int:
-    m = _mem()
-    r = m.check_access(args.opcode, _int(args.ptr), None if args.stride is None else _int(args.stride),
+    from ..wmma.alignment import check_access    # the text's verdict + the sm_90 SASS model's note
+
+    r = check_access(args.opcode, _int(args.ptr), None if args.stride is None else _int(args.stride),
                        reading=args.reading, fragment_bytes=None if args.fragment_bytes is None else _int(args.fragment_bytes),
                        points_to=args.points_to)
     print(json.dumps(r.to_dict(), indent=2) if args.json else r.text())

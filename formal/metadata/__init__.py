@@ -11,7 +11,7 @@ belongs to); this package is the engine.
 ``decompress``         (a_regs, e_regs) -> dense A; ``InvalidMetadata``
 ``gather_terms``       per output row: stored A elements and their logical k
 ``sparse_terms``       the same from a dense A (matrix level)
-``UndefinedBehavior``  base of ``InvalidMetadata`` / ``UndefinedSelector``
+``UndefinedBehavior``  base of ``InvalidMetadata`` / ``UndefinedSelector`` (``.witness``)
 ``obligations``        Z3 proofs per form/selector (:mod:`.proofs`)
 ``scan``               brute-force count over all 2^32 words (:mod:`.scan`)
 ``witness``            solver-derived minimal counterexamples (:mod:`.witness`)
@@ -27,11 +27,12 @@ from .check import CheckResult, check_word
 from .proofs import Result, all_obligations, obligations
 from .scan import ScanResult, scan
 from .spec import ORDERED, FormMeta, SpecError, meta
-from .storage import (InvalidMetadata, NotSparse, UndefinedBehavior, UndefinedSelector, compress, decompress,
-                      gather_terms, is_sparse, sparse_terms)
+from .storage import (InvalidMetadata, MetadataWitness, NotSparse, SelectorWitness, UndefinedBehavior,
+                      UndefinedSelector, compress, decompress, gather_terms, is_sparse, sparse_terms)
 
 __all__ = [
-    "CheckResult", "FormMeta", "InvalidMetadata", "NotSparse", "ORDERED", "Result", "ScanResult", "SpecError",
+    "CheckResult", "FormMeta", "InvalidMetadata", "MetadataWitness", "NotSparse", "ORDERED", "Result", "ScanResult",
+    "SelectorWitness", "SpecError",
     "UndefinedBehavior", "UndefinedSelector", "all_obligations", "check_word", "compress", "decompress",
     "gather_terms", "is_sparse", "meta", "obligations", "scan", "sparse_terms",
 ]

@@ -37,7 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from ..catalog import BadArgument, Form
+from ..catalog import BadArgument, Form, _selector_rule
+from ..codes import as_codes, as_int
 from ..specdata import load_spec
 from . import codec
 from .spec import FormMeta, check_selector, meta
@@ -99,8 +100,28 @@ class UndefinedBehavior(ValueError):
     """An input whose result the PTX ISA leaves undefined (the evaluator refuses to guess)."""
 
 
+@dataclass
+class SelectorWitness:
+    opcode: str
+    sel: int
+    legal: list[int]
+    section: str                  # where the ISA lists the legal values
+    text: str                     # the ISA's sentence
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        return (f"selector {self.sel} is not legal for {self.opcode}: legal values {self.legal} "
+                f"(PTX ISA {self.section}; any other value is undefined behaviour)")
+
+
 class UndefinedSelector(UndefinedBehavior, BadArgument):
-    """A sparsity selector outside the form's legal values (9.7.14.6.1: undefined behaviour)."""
+    """A sparsity selector outside the form's legal values (9.7.14.6.1); ``.witness`` says which and why."""
+
+    def __init__(self, witness: SelectorWitness):
+        super().__init__(str(witness))
+        self.witness = witness
 
 
 class InvalidMetadata(UndefinedBehavior):
@@ -118,11 +139,15 @@ def _fm_sel(form: Form | str | FormMeta, sel: int | None) -> tuple[FormMeta, int
     fm = form if isinstance(form, FormMeta) else meta(form)
     if sel is None:
         sel = fm.selectors[0]
+    sel = as_int(sel, "sel")
     try:
-        check_selector(fm, int(sel))
-    except BadArgument as e:
-        raise UndefinedSelector(str(e)) from None
-    return fm, int(sel)
+        check_selector(fm, sel)
+    except BadArgument:
+        r = _selector_rule(fm.form)
+        raise UndefinedSelector(SelectorWitness(fm.form.opcode, sel, list(fm.selectors),
+                                                r.section if r else "9.7.14.6.1",
+                                                r.data.get("text", "") if r else "")) from None
+    return fm, sel
 
 
 def element_bits(fm: FormMeta) -> int:
@@ -151,9 +176,7 @@ def _as_codes(fm: FormMeta, A: Any) -> tuple[np.ndarray, bool]:
         arr = arr[None]
     if arr.ndim != 3 or arr.shape[1:] != (fm.rows, fm.k):
         raise BadArgument(f"A must have shape [M, K] or [T, M, K] with M x K = {fm.rows} x {fm.k}, got {np.shape(A)}")
-    bits = element_bits(fm)
-    if (arr < 0).any() or (arr.astype(np.uint64) >> np.uint64(bits)).any():
-        raise BadArgument(f"A holds values outside the {bits}-bit encodings of .{fm.form.atype}")
+    arr = as_codes(arr, element_bits(fm), f"A (.{fm.form.atype} encodings)")
     return arr.astype(np.uint64), squeeze
 
 

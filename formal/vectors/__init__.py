@@ -14,8 +14,9 @@ Python API::
 * :func:`write` / :func:`read` -- jsonl, hex (one case per line, TestFloat style) and npz;
   the grammar is in :mod:`formal.vectors.fileio` and ``ptx-formal vectors --help``.
 * :func:`verify` -- a device's outputs against the expected ones, per coverage point.
-* :func:`vectors_as_inputs`, :func:`run_vectors_on_gpu`, :func:`prepare` -- the same
-  vectors through the hardware harness (``formal.hw``).
+* the same vectors through the hardware harness: ``formal.hw.vectors``
+  (:func:`vectors_as_inputs`, :func:`run_vectors_on_gpu`, :func:`prepare`; GPU side, so
+  not imported here: ``formal.hw`` is a leaf).
 * :func:`cuda_harness` -- a standalone CUDA program for a form (``formal/hw/template``)
   that reads a hex vector file and writes a result file, without this package.
 
@@ -28,7 +29,6 @@ and the expected ``D``.
 
 from .fileio import read, read_results, write, write_results  # noqa: F401
 from .build import Case, VectorError, VectorSet, generate  # noqa: F401
-from .gpu import prepare, run_vectors_on_gpu, vectors_as_inputs  # noqa: F401
 from .verify import Mismatch, VerifyReport, compare, verify  # noqa: F401
 
 
@@ -44,5 +44,4 @@ def cuda_harness(opcode, path: str | None = None) -> str:
 
 
 __all__ = ["generate", "write", "read", "read_results", "write_results", "verify", "compare", "VectorSet",
-           "Case", "VerifyReport", "Mismatch", "VectorError", "vectors_as_inputs", "run_vectors_on_gpu",
-           "prepare", "cuda_harness"]
+           "Case", "VerifyReport", "Mismatch", "VectorError", "cuda_harness"]

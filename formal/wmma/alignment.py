@@ -6,7 +6,7 @@ Three sources, kept apart and compared:
   both readings of "fragment size": legal iff the base pointer and the pitch (stride x
   element size) are multiples of the fragment size (theorem wmma.align_readings_agree).
 * **ptxas** -- which memory instructions ptxas emits for each kernel of the alignment
-  sweep (:func:`formal.hw.wmma_probe.alignment_probes`), read from the SASS
+  sweep (:func:`formal.wmma.probes.alignment_probes`), read from the SASS
   (``specs/observed/wmma_sass_sm90.json``, written by :func:`write_survey`; needs ptxas and
   cuobjdump).  Each access instruction needs its own width of alignment (``LDSM``: every
   lane's row address 16 bytes; ``LD.E.64``: 8; ``LD.E.U8``: 1).  Every access is at the base
@@ -42,8 +42,11 @@ from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 
-from ..hw.sass import parse_sass  # noqa: F401  (re-exported)
+from ..sass import parse_sass  # noqa: F401  (re-exported)
 from ..specdata import spec_dir
+from . import memory as wmem
+from . import probes as W
+from .memory import MemoryView
 
 SURVEY_FILE = "observed/wmma_sass_sm90.json"
 SUMMARY_FILE = "observed/wmma_alignment_sm90.json"
@@ -67,7 +70,7 @@ def access_width(op: str) -> int:
 def wmma_accesses(instrs: list[tuple[str, str]], kind: str, window: str) -> list[tuple[str, str]]:
     """The memory accesses of the wmma instruction in an alignment kernel.
 
-    The kernels (formal.hw.wmma_probe._align_kernel) put barriers around the wmma: a load
+    The kernels (formal.wmma.probes._align_kernel) put barriers around the wmma: a load
     kernel's wmma loads are the loads after its last barrier (the register dump is stores);
     a store kernel's wmma stores sit between the barrier after the register loads and the
     next barrier (shared window: the copy-out follows), or after the last barrier (global).
@@ -114,7 +117,6 @@ def _sass_functions(kernels, target: str, ptx: str, ptxas_path: str | None = Non
     ptxas version, cuobjdump version).  Needs ptxas (CUDA 13.0 preferred: the H100's driver R580
     JITs with that compiler) and cuobjdump (env CUOBJDUMP, PATH, or the nvidia-cuda-cuobjdump wheel)."""
     from .. import ptxas as px
-    from ..hw import wmma_probe as W
 
     pa = px.probe(ptxas_path) if ptxas_path else (px.find("13.0") or px.find())
     cu = cuobjdump_path or _find_tool("cuobjdump")
@@ -136,7 +138,6 @@ def _sass_functions(kernels, target: str, ptx: str, ptxas_path: str | None = Non
 def survey(target: str = "sm_90", ptx: str | None = None, ptxas_path: str | None = None,
            cuobjdump_path: str | None = None, families=None) -> dict:
     """Assemble every alignment kernel with ptxas, disassemble, and record each kernel's wmma accesses."""
-    from ..hw import wmma_probe as W
 
     ptx = ptx or W.PTX_VERSION
     probes, kernels = W.alignment_probes(target, ptx, families)
@@ -152,7 +153,7 @@ def survey(target: str = "sm_90", ptx: str | None = None, ptxas_path: str | None
                         "immediates_multiple_of_width": all(i % max(access_width(o), 1) == 0
                                                             for o, a in acc for i in _immediates(a))})
     return {"meta": {"what": "memory instructions ptxas emits for the wmma of each alignment kernel "
-                             "(formal.hw.wmma_probe.alignment_probes); width = bytes of alignment the widest needs",
+                             "(formal.wmma.probes.alignment_probes); width = bytes of alignment the widest needs",
                      "evidence": "ptxas", "target": target, "ptx": ptx, "ptxas": pav, "cuobjdump": cuv,
                      "created": time.strftime("%Y-%m-%d", time.gmtime()),
                      "kernel_structure": "see formal.wmma.alignment.wmma_accesses"},
@@ -160,7 +161,7 @@ def survey(target: str = "sm_90", ptx: str | None = None, ptxas_path: str | None
 
 
 # The stride operand of an alignment kernel is its 5th parameter (p_mem, p_regs, p_info, p_off: u64;
-# p_stride: u32; formal.hw.wmma_probe._align_kernel), at constant bank 0 offset 0x210 + 4 * 8 on sm_90.
+# p_stride: u32; formal.wmma.probes._align_kernel), at constant bank 0 offset 0x210 + 4 * 8 on sm_90.
 STRIDE_PARAM = "c[0x0][0x230]"
 _COPY_OPS = ("MOV", "UMOV", "IMAD.MOV", "IMAD.U32")
 
@@ -203,7 +204,6 @@ def stride_shift(instrs: list[tuple[str, str]]) -> int | None:
 def stride_shift_survey(target: str = "sm_90", ptx: str | None = None, families=None, **tools) -> dict:
     """{(family, space, window, mode): stride_shift} of every alignment kernel, from ptxas's SASS,
     and the tool versions: {"shifts": {...}, "ptxas": ..., "cuobjdump": ...}."""
-    from ..hw import wmma_probe as W
 
     ptx = ptx or W.PTX_VERSION
     _, kernels = W.alignment_probes(target, ptx, families)
@@ -306,6 +306,56 @@ def predict(p: dict) -> dict | None:
     unit = (memory_view(p["family"]).elem_bits << shift) // 8 if shift else None
     m = model_outcome(e["width"], p["base_align"], p.get("pitch_bytes"), p["pitch_align"], unit)
     return dict(m, width=e["width"], ops=e["ops"], shift=shift, unit=unit)
+
+
+def check_access(opcode, ptr, stride=None, **kw):
+    """:func:`formal.wmma.memory.check_access` (the text's verdict) plus, where that verdict is
+    a question of alignment only, a note on what ptxas 13.0's sm_90 code does (:func:`sm90_note`).
+    The SASS model sits above the memory semantics, so the note is added here, not there."""
+    res = wmem.check_access(opcode, ptr, stride, **kw)
+    if all(v.rule == "align.row_start" for v in res.violations):
+        note = sm90_note(res.view, res.ptr, res.stride, res.stride_given, kw.get("points_to"), res.legal)
+        if note:
+            res.notes.append(note)
+    return res
+
+
+def sm90_note(view: MemoryView, ptr: int, stride: int, stride_given: bool, points_to: str | None, legal: bool) -> str | None:
+    """What ptxas 13.0's code for sm_90 does, when it differs from the text's verdict: the SASS
+    model of formal.wmma.alignment.predict (the widest access ptxas emits, specs/observed/
+    wmma_sass_sm90.json, and the stride shift of its address arithmetic, recorded in
+    specs/observed/wmma_alignment_sm90.json), which predicted every one of the 7,118 probes of
+    the H100 alignment sweep (errata generic-global-access-width, shared-lds-access-width,
+    shared-ldsm-row-alignment, shared-ldsm-subbyte-pitch-rounded, stride-low-bits-dropped).
+    A prediction from ptxas's code, not a guarantee of the ISA."""
+    window = "shared" if (view.space.startswith("shared") or points_to == "shared") else "global"
+    fam = view.opcode.replace(f".{view.space}.", ".") if view.space else view.opcode
+    bits = stride * view.elem_bits
+    pitch = bits // 8 if bits % 8 == 0 else 0
+    pr = predict({"family": fam, "space": view.space, "window": window,
+                      "mode": "operand" if stride_given else "omitted", "pitch_bytes": pitch,
+                      "base_align": ptr & -ptr if ptr else 1 << 64, "pitch_align": pitch & -pitch if pitch else 0})
+    if pr is None:
+        return None
+    ops = ", ".join(pr["ops"])
+    ldsm = any(o.startswith("LDSM") for o in pr["ops"])
+    if pr["outcome"] == "wrong_data":
+        what = "read" if view.matrix != "d" else "written (and memory outside the matrix overwritten)"
+        return (f"sm_90 (ptxas 13.0): ptxas emits {ops} and forms the {view.ld_name} offset from the stride shifted "
+                f"right by {pr['shift']} ({pr['unit']}-byte units): no fault, but the {view.ld_name}s are {what} at a "
+                f"rounded-down pitch, {pr['rounded_pitch']} bytes apart instead of {pitch} "
+                f"(erratum stride-low-bits-dropped{', shared-ldsm-subbyte-pitch-rounded' if ldsm else ''}; "
+                f"observed on the H100)")
+    if pr["fault"] == (not legal) or (not legal and not pitch):
+        return None
+    if pr["fault"]:
+        which = ("shared-ldsm-subbyte-pitch-rounded" if view.elem_bits < 8 else "shared-ldsm-row-alignment") if ldsm \
+            else "generic-global-access-width"
+        return (f"sm_90 (ptxas 13.0): legal by the text, but ptxas emits {ops}, which needs {pr['width']}-byte aligned "
+                f"{view.ld_name}s: faults on the H100 (erratum {which})")
+    return (f"sm_90 (ptxas 13.0): undefined by the text, but ptxas emits {ops}, which needs only {pr['width']}-byte "
+            f"alignment: runs on the H100 (errata generic-global-access-width, shared-lds-access-width; depends on "
+            f"ptxas's code generation, not a guarantee)")
 
 
 # ----------------------------------------------------------------------------------
@@ -636,7 +686,6 @@ def read_fragment(view, m, mem, base: int, starts: list[int]):
     byte base + starts[ld] (elements packed little-endian, spec [address].bit), through map m."""
     import numpy as np
 
-    from ..hw import wmma_probe as W
 
     lane, el, ld, pos = _slot_table(view, m)
     bits = np.unpackbits(np.asarray(mem, np.uint8), bitorder="little")
@@ -653,7 +702,6 @@ def write_fragment(view, m, mem, base: int, starts: list[int], words):
     words [32, regs] through map m (the inverse of read_fragment)."""
     import numpy as np
 
-    from ..hw import wmma_probe as W
 
     lane, el, ld, pos = _slot_table(view, m)
     bits = np.unpackbits(np.asarray(mem, np.uint8), bitorder="little")
@@ -678,7 +726,6 @@ def _decode_load(e: dict, p, view, m, regs) -> dict:
     back from the starts found (read_fragment) -- the two must agree bit for bit."""
     import numpy as np
 
-    from ..hw import wmma_probe as W
 
     mem = W.align_inputs(p)["mem"]
     base = W.ALIGN_PRE + p.offset
@@ -715,7 +762,6 @@ def _decode_store(e: dict, p, view, m, matrix) -> dict:
     every matrix cell and change exactly as many bytes outside the matrix as silicon did."""
     import numpy as np
 
-    from ..hw import wmma_probe as W
 
     before = W.align_inputs(p)["mem"]
     _, words = W.align_codes(p.family)
@@ -830,7 +876,7 @@ def decode_wrong_data(doc: dict, raw_path: str | os.PathLike | None = None) -> d
     """For every probe of a run that did not fault but moved other data than its family's
     reference: where each instance of the leading dimension was really read or written.
 
-    The probe's memory is regenerated (formal.hw.wmma_probe.align_inputs: the family's random
+    The probe's memory is regenerated (formal.wmma.probes.align_inputs: the family's random
     matrix at the probe's place, random padding seeded by the probe's name) and the observed sm_90
     map (specs/observed/) says which cell each register slot holds.  A load is decoded by search
     (:func:`_decode_load`: each instance located in memory, then the registers read back from
@@ -839,7 +885,6 @@ def decode_wrong_data(doc: dict, raw_path: str | os.PathLike | None = None) -> d
     "other" / "undecoded" with "why"), "starts" (byte offsets from the base), "rounded_pitch"
     (starts[1] - starts[0]), "units" (the u with floor(pitch / u) * u = rounded_pitch),
     "reproduces", ...}}.  Needs the run's wmma_alignment_raw.npz."""
-    from ..hw import wmma_probe as W
     from . import memory as wmem
 
     diff = [e for e in doc["probes"] if e.get("data") == "differs"]
@@ -874,7 +919,6 @@ def check_references(doc: dict, raw_path: str | os.PathLike | None = None) -> di
     family's register words through the map.  {"checked", "agree", "disagree": [family]}."""
     import numpy as np
 
-    from ..hw import wmma_probe as W
     from . import maps as mp
     from . import memory as wmem
 
@@ -1026,7 +1070,7 @@ def summarize(doc: dict, provenance: dict | None = None, wrong: dict | None = No
         r.pop("evidence", None)
         r.pop("kind", None)
     meta = {"what": "the wmma.load / wmma.store alignment sweep on silicon, condensed (formal.wmma.alignment.summarize): "
-                    "per kernel of formal.hw.wmma_probe.alignment_probes every probe's outcome",
+                    "per kernel of formal.wmma.probes.alignment_probes every probe's outcome",
             "evidence": "silicon", "target": doc["meta"].get("target"), "ptx": doc["meta"].get("ptx"),
             "device": doc["meta"].get("device"), "created": doc["meta"].get("created"),
             "deadline_s": doc["meta"].get("deadline_s"), "time_s": doc["meta"].get("time_s"),

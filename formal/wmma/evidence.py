@@ -25,9 +25,9 @@ GPU = {"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "target": "
 
 def build(wmma_run: str | Path, align_runs: list[str | Path], run: str = "run3", date: str = "2026-11-22") -> dict:
     from .. import catalog as cat
-    from ..hw import wmma_probe as W
     from . import alignment as al
     from . import pipeline as pl
+    from . import probes as W
 
     wmma_run = Path(wmma_run)
     man = json.loads((wmma_run / "wmma_probe_manifest.json").read_text())

@@ -575,52 +575,7 @@ def check_access(opcode: str | Form, ptr: int | Sequence[int], stride: int | Seq
     if stride_given and stride_v >= 1 << 31 and stride_v < STRIDE_LIMIT:
         res.notes.append("stride >= 2^31: negative (undefined behaviour) if the 32-bit operand is read as signed "
                          "(erratum stride-signedness)")
-    note = None
-    if all(v.rule == "align.row_start" for v in res.violations):     # a question of alignment only
-        note = _sm90_note(view, ptr_v, stride_v, stride_given, points_to, res.legal)
-    if note:
-        res.notes.append(note)
     return res
-
-
-def _sm90_note(view: MemoryView, ptr: int, stride: int, stride_given: bool, points_to: str | None, legal: bool) -> str | None:
-    """What ptxas 13.0's code for sm_90 does, when it differs from the text's verdict: the SASS
-    model of formal.wmma.alignment.predict (the widest access ptxas emits, specs/observed/
-    wmma_sass_sm90.json, and the stride shift of its address arithmetic, recorded in
-    specs/observed/wmma_alignment_sm90.json), which predicted every one of the 7,118 probes of
-    the H100 alignment sweep (errata generic-global-access-width, shared-lds-access-width,
-    shared-ldsm-row-alignment, shared-ldsm-subbyte-pitch-rounded, stride-low-bits-dropped).
-    A prediction from ptxas's code, not a guarantee of the ISA."""
-    from . import alignment as wal
-
-    window = "shared" if (view.space.startswith("shared") or points_to == "shared") else "global"
-    fam = view.opcode.replace(f".{view.space}.", ".") if view.space else view.opcode
-    bits = stride * view.elem_bits
-    pitch = bits // 8 if bits % 8 == 0 else 0
-    pr = wal.predict({"family": fam, "space": view.space, "window": window,
-                      "mode": "operand" if stride_given else "omitted", "pitch_bytes": pitch,
-                      "base_align": ptr & -ptr if ptr else 1 << 64, "pitch_align": pitch & -pitch if pitch else 0})
-    if pr is None:
-        return None
-    ops = ", ".join(pr["ops"])
-    ldsm = any(o.startswith("LDSM") for o in pr["ops"])
-    if pr["outcome"] == "wrong_data":
-        what = "read" if view.matrix != "d" else "written (and memory outside the matrix overwritten)"
-        return (f"sm_90 (ptxas 13.0): ptxas emits {ops} and forms the {view.ld_name} offset from the stride shifted "
-                f"right by {pr['shift']} ({pr['unit']}-byte units): no fault, but the {view.ld_name}s are {what} at a "
-                f"rounded-down pitch, {pr['rounded_pitch']} bytes apart instead of {pitch} "
-                f"(erratum stride-low-bits-dropped{', shared-ldsm-subbyte-pitch-rounded' if ldsm else ''}; "
-                f"observed on the H100)")
-    if pr["fault"] == (not legal) or (not legal and not pitch):
-        return None
-    if pr["fault"]:
-        which = ("shared-ldsm-subbyte-pitch-rounded" if view.elem_bits < 8 else "shared-ldsm-row-alignment") if ldsm \
-            else "generic-global-access-width"
-        return (f"sm_90 (ptxas 13.0): legal by the text, but ptxas emits {ops}, which needs {pr['width']}-byte aligned "
-                f"{view.ld_name}s: faults on the H100 (erratum {which})")
-    return (f"sm_90 (ptxas 13.0): undefined by the text, but ptxas emits {ops}, which needs only {pr['width']}-byte "
-            f"alignment: runs on the H100 (errata generic-global-access-width, shared-lds-access-width; depends on "
-            f"ptxas's code generation, not a guarantee)")
 
 
 # ----------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Running vector sets through the hardware harness (``formal.hw``).
+"""Running vector sets through the hardware harness (GPU side of ``formal.vectors``).
 
 ``vectors_as_inputs(vs)`` regroups a register-level vector set into the harness's batch
 convention: one :class:`formal.hw.kernels.Case` per selector with ``{'a','b','c'[,'e']}``
@@ -27,7 +27,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from ..catalog import Form, parse
-from .build import VectorSet
+from ..vectors.build import VectorSet
 
 
 def file_name(opcode: str) -> str:
@@ -36,7 +36,7 @@ def file_name(opcode: str) -> str:
 
 def vectors_as_inputs(vs: VectorSet) -> list[dict]:
     """Register-level vector set -> [{'case', 'sel', 'ids', 'inputs', 'expected'}], one per selector."""
-    from ..hw.kernels import Case as HwCase
+    from .kernels import Case as HwCase
     from ..ptx import Immediates
 
     if vs.level != "regs":
@@ -60,7 +60,7 @@ def vectors_as_inputs(vs: VectorSet) -> list[dict]:
 
 def default_forms(target: str = "sm_90", ptx: str = "9.0") -> list[Form]:
     """Every register-level mma / mma.sp form of ``target`` (the forms hw-check runs)."""
-    from ..hw.check import all_cases
+    from .check import all_cases
 
     seen: dict[str, Form] = {}
     for c in all_cases(target, ptx):
@@ -77,8 +77,8 @@ def _forms(forms) -> list[Form]:
 def prepare(forms: Iterable | None, vectors_dir: str, arch: str = "sm_90", count: int = 48, seed: int = 0,
             progress: Callable[[str], None] | None = None) -> list[str]:
     """Generate and save (npz) the vectors of every form; returns the paths written."""
-    from .fileio import write
-    from .build import generate
+    from ..vectors.fileio import write
+    from ..vectors.build import generate
 
     os.makedirs(vectors_dir, exist_ok=True)
     paths = []
@@ -95,7 +95,7 @@ def prepare(forms: Iterable | None, vectors_dir: str, arch: str = "sm_90", count
 
 
 def _load_or_generate(f: Form, vectors_dir: str | None, arch: str, count: int, seed: int) -> VectorSet:
-    from .fileio import read
+    from ..vectors.fileio import read
 
     if vectors_dir:
         p = os.path.join(vectors_dir, file_name(f.opcode))
@@ -104,7 +104,7 @@ def _load_or_generate(f: Form, vectors_dir: str | None, arch: str, count: int, s
             if vs.opcode != f.opcode:
                 raise ValueError(f"{p} holds vectors for {vs.opcode}")
             return vs
-    from .build import generate
+    from ..vectors.build import generate
 
     return generate(f, arch=arch, count=count, seed=seed)
 
@@ -128,9 +128,9 @@ def run_vectors_on_gpu(forms: Iterable | None = None, out_dir: str = "vectors_gp
     ``save_results``: also write each form's device outputs as a result file
     (``out_dir/results/<opcode>.hex``) for ``ptx-formal verify``.
     """
-    from ..hw.runner import GPU
-    from .fileio import write_results
-    from .verify import compare
+    from .runner import GPU
+    from ..vectors.fileio import write_results
+    from ..vectors.verify import compare
 
     os.makedirs(out_dir, exist_ok=True)
     t0 = time.time()
