@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .. import catalog as cat
 from .. import prove as P
-from ..specdata import spec_dir
+from ..specdata import proofs_dir
 from . import InputError
 
 
@@ -44,8 +44,30 @@ def register(sub) -> None:
 
 
 def default_report_path() -> Path | None:
-    d = spec_dir().parent / "proofs"
-    return d / "REPORT.md" if d.is_dir() else None
+    d = proofs_dir()
+    return d / "REPORT.md" if d is not None else None
+
+
+MAX_TIMEOUT_S = 86400.0
+
+
+def _report_target(args) -> Path | None:
+    """Check the report options before the work starts: where --all writes (or reads) the report."""
+    if (args.check_report or args.report or args.no_report) and not args.all:
+        raise InputError("--check-report, --report and --no-report apply to --all only")
+    if args.family and (args.check_report or args.report):
+        raise InputError("--family proves a part of the catalog: the report (--report, --check-report) needs all of it")
+    if not args.all or args.family or args.no_report:
+        return None
+    path = Path(args.report) if args.report else default_report_path()
+    if args.check_report:
+        if path is None or not path.is_file():
+            raise InputError(f"--check-report: no report file {'to check (give --report FILE)' if path is None else str(path)}")
+        return path
+    if path is not None:
+        from . import check_writable
+        check_writable(path, "--report")
+    return path
 
 
 def _progress(quiet: bool):
@@ -71,11 +93,16 @@ def cmd_prove(args) -> int:
         return _recheck(args.recheck, args.timeout)
     if args.all == bool(args.opcode):
         raise InputError("ptx-formal prove: give an OPCODE or --all (not both)")
-    if args.timeout <= 0:
-        raise InputError("--timeout must be positive")
+    if not 0 < args.timeout <= MAX_TIMEOUT_S:
+        raise InputError(f"--timeout must be a number of seconds in (0, {MAX_TIMEOUT_S}], got {args.timeout}")
+    report = _report_target(args)
     modules = P.load_optional_modules()
     forms = list(cat.documented_forms()) if args.all else [cat.parse(args.opcode)]
     obs = P.collect(forms, family=args.family)
+    if not obs and args.family:
+        raise InputError(f"--family {args.family!r} selects no obligations"
+                         f"{'' if args.all else ' of ' + forms[0].opcode}; known families: "
+                         + ", ".join(sorted({o.family for o in P.collect(forms)})))
     if not obs:
         print(f"no obligations for {args.opcode or 'the catalog'}"
               + (" (wmma fragments are unspecified by PTX; see formal.wmma)" if forms and forms[0].is_wmma else ""),
@@ -91,7 +118,7 @@ def cmd_prove(args) -> int:
         print(f"wrote {n} SMT-LIB2 certificates to {args.smt2}", file=sys.stderr)
     if args.all and not args.family:
         text = P.report_markdown(results, forms, modules)
-        path = Path(args.report) if args.report else default_report_path()
+        path = report
         if args.check_report:
             if path is None or not path.exists():
                 print("ptx-formal: no report file to check", file=sys.stderr)

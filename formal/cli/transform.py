@@ -98,7 +98,10 @@ def _library(args, timeout_ms: int) -> int:
 
     rows = []
     all_ok = True
-    for r in T.library():
+    recipes = T.library()
+    if not recipes:       # an installed copy without its data must not look like a passed library
+        raise InputError(f"no recipes found in {T.library_dir()}")
+    for r in recipes:
         res = r.prove(timeout_ms)
         ok, why = r.expectation_met(res)
         all_ok &= ok

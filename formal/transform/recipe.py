@@ -468,12 +468,9 @@ def load(path: str | Path) -> Recipe:
 
 def library_dir() -> Path:
     """The recipe library: <repo>/recipes in a checkout, package data ``formal.recipes`` in a wheel."""
-    repo = Path(__file__).resolve().parent.parent.parent / "recipes"
-    if repo.is_dir():
-        return repo
-    from importlib.resources import files
+    from ..specdata import recipes_dir
 
-    return Path(str(files("formal.recipes")))
+    return recipes_dir()
 
 
 def library() -> list[Recipe]:
