@@ -87,6 +87,8 @@ def cmd_layout(args) -> int:
     if args.svg:
         if len(lays) != 1:
             raise InputError("--svg draws one operand: add --operand")
+        from . import check_writable
+        check_writable(args.svg, "--svg")
         op, lay = lays[0]
         Path(args.svg).write_text(_figure(form, op, lay))
         print(f"wrote {args.svg}", file=sys.stderr)
@@ -165,7 +167,9 @@ def _figure(form: cat.Form, op: str, lay: L.Layout) -> str:
 
 def all_figures(directory: str) -> int:
     """One SVG per spec entry (scale entries: per thread-id and per byte-id), plus index.md."""
-    d = Path(directory)
+    from . import check_writable
+
+    d = check_writable(directory, "--all-figures", directory=True)
     d.mkdir(parents=True, exist_ok=True)
     forms = [f for f in cat.documented_forms() if f.family in ("mma", "mma.sp")]
     index = ["# Fragment layout figures", "",
@@ -208,7 +212,7 @@ def _load_python(spec: str):
     mod = importlib.util.module_from_spec(modspec)
     try:
         modspec.loader.exec_module(mod)
-    except Exception as e:  # user code: report it in one line
+    except (Exception, SystemExit) as e:  # user code (sys.exit too): report it in one line, never a pass
         raise InputError(f"--python: {path} failed to import: {type(e).__name__}: {e}") from None
     fn = getattr(mod, func, None)
     if not callable(fn):
@@ -232,6 +236,8 @@ def cmd_audit(args, opcode: str) -> int:
         cand = cute.from_cute(args.cute, form, op, thr_to_lane=args.cute_thr,
                               product_lane_stride=args.cute_product_stride, name="cute", **params)
     elif args.table:
+        from . import read_text
+        read_text(args.table, "--table")        # a missing or binary file: one line naming it
         cand = L.load_table(args.table, like=ref)
     elif args.formula:
         kv = {}
@@ -252,7 +258,7 @@ def cmd_audit(args, opcode: str) -> int:
         fn = _load_python(args.python)
         try:
             cand = L.Layout.from_function(fn, like=ref, name=args.python)
-        except (TypeError, ValueError) as e:
+        except (Exception, SystemExit) as e:      # user code: contained, one line
             raise InputError(f"--python: the function failed: {type(e).__name__}: {e}") from None
     rep = L.audit(cand, form, op, compare_bits=not args.no_bits, **params)
     if args.json:

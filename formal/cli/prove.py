@@ -19,7 +19,7 @@ from pathlib import Path
 from .. import catalog as cat
 from .. import prove as P
 from ..specdata import proofs_dir
-from . import InputError
+from . import InputError, timeout_seconds
 
 
 def register(sub) -> None:
@@ -46,9 +46,6 @@ def register(sub) -> None:
 def default_report_path() -> Path | None:
     d = proofs_dir()
     return d / "REPORT.md" if d is not None else None
-
-
-MAX_TIMEOUT_S = 86400.0
 
 
 def _report_target(args) -> Path | None:
@@ -93,9 +90,11 @@ def cmd_prove(args) -> int:
         return _recheck(args.recheck, args.timeout)
     if args.all == bool(args.opcode):
         raise InputError("ptx-formal prove: give an OPCODE or --all (not both)")
-    if not 0 < args.timeout <= MAX_TIMEOUT_S:
-        raise InputError(f"--timeout must be a number of seconds in (0, {MAX_TIMEOUT_S}], got {args.timeout}")
+    timeout_seconds(args.timeout)
     report = _report_target(args)
+    if args.smt2:
+        from . import check_writable
+        check_writable(args.smt2, "--smt2", directory=True)
     modules = P.load_optional_modules()
     forms = list(cat.documented_forms()) if args.all else [cat.parse(args.opcode)]
     obs = P.collect(forms, family=args.family)
@@ -153,6 +152,9 @@ def cmd_prove(args) -> int:
 
 
 def _recheck(directory: str, timeout: float) -> int:
+    timeout_seconds(timeout)
+    if not Path(directory).is_dir():
+        raise InputError(f"--recheck {directory}: not a directory")
     files = sorted(Path(directory).rglob("*.smt2"))
     if not files:
         raise InputError(f"no *.smt2 files under {directory}")

@@ -87,12 +87,24 @@ def cmd_check(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from ..ptxas_sweep import (CATEGORIES, SWEEP_TARGETS, load_report, reexplain, report_markdown, sweep,
-                               write_report)
+    import os
 
+    from ..ptxas_sweep import CATEGORIES, SWEEP_TARGETS, SweepResult, reexplain, report_markdown, sweep, write_report
+    from . import check_writable, read_json
+
+    if args.write:
+        check_writable(os.path.dirname(args.write) or ".", "--write", directory=True)   # created if missing
+        for ext in (".md", ".json"):
+            if os.path.isdir(args.write + ext):
+                raise cat.BadArgument(f"--write {args.write}: {args.write + ext} is a directory")
     if args.from_json:
         # re-attribute a recorded sweep with the current errata (no ptxas needed)
-        res = reexplain(load_report(args.from_json))
+        doc = read_json(args.from_json, "--from-json")
+        try:
+            res = reexplain(SweepResult.from_dict(doc))
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+            raise cat.BadArgument(f"--from-json {args.from_json}: not a ptxas-sweep record "
+                                  f"({type(e).__name__}: {e})") from None
         if args.write:
             md, js = write_report(res, args.write)
             print(f"wrote {md} and {js}", file=sys.stderr)

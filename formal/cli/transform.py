@@ -6,8 +6,9 @@ move layouts in and out of Triton / CuTe.
     ptx-formal transform --export {triton,cute,cute-nk} OPCODE OPERAND
     ptx-formal transform --check-triton LAYOUT OPCODE OPERAND
 
-Exit codes: 0 proved (``--library``: every recipe as expected), 1 refuted, 2 bad input,
-3 unknown (solver timeout; never reported as proved).
+Exit codes: 0 proved, 1 refuted, 2 bad input, 3 unknown (solver timeout; never reported
+as proved).  A recipe with an ``expect`` line (and ``--library``): 0 when every expectation
+is met, 1 when one is not.
 """
 
 from __future__ import annotations
@@ -61,9 +62,11 @@ def _exit(status: str) -> int:
 def _run(args) -> int:
     from .. import transform as T
 
-    timeout_ms = int(args.timeout * 1000)
-    if args.timeout <= 0:
-        raise InputError("--timeout must be positive")
+    from . import check_writable, timeout_seconds
+
+    timeout_ms = timeout_seconds(args.timeout)
+    if args.smt2:
+        check_writable(args.smt2, "--smt2")
     if args.export or args.check_triton:
         return _layout_io(args)
     if args.library:
@@ -90,6 +93,8 @@ def _run(args) -> int:
         if recipe.expect:
             print(f"  expectation ({' '.join(f'{k}={v}' if k != 'status' else v for k, v in recipe.expect.items())}): "
                   f"{'met' if ok else 'NOT met: ' + why}")
+    if recipe.expect and res.status != "unknown":   # as --library: 0 when `expect` is met, 1 when not
+        return 0 if ok else 1
     return _exit(res.status)
 
 
