@@ -63,6 +63,8 @@ def cmd_layout(args) -> int:
     if args.all_figures:
         if words:
             raise InputError("--all-figures takes no opcode")
+        from . import check_writable
+        check_writable(args.all_figures, "--all-figures", directory=True)
         return all_figures(args.all_figures)
     if not words:
         raise InputError("ptx-formal layout: give an opcode (or --all-figures DIR, or 'audit OPCODE ...')")
@@ -167,9 +169,7 @@ def _figure(form: cat.Form, op: str, lay: L.Layout) -> str:
 
 def all_figures(directory: str) -> int:
     """One SVG per spec entry (scale entries: per thread-id and per byte-id), plus index.md."""
-    from . import check_writable
-
-    d = check_writable(directory, "--all-figures", directory=True)
+    d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     forms = [f for f in cat.documented_forms() if f.family in ("mma", "mma.sp")]
     index = ["# Fragment layout figures", "",
@@ -208,7 +208,9 @@ def _load_python(spec: str):
     p = Path(path)
     if not p.is_file():
         raise InputError(f"--python: no such file {path}")
-    modspec = importlib.util.spec_from_file_location("_ptx_formal_audit_user", p)
+    import importlib.machinery    # any file name: a source loader, not one chosen by the suffix
+    modspec = importlib.util.spec_from_loader("_ptx_formal_audit_user",
+                                              importlib.machinery.SourceFileLoader("_ptx_formal_audit_user", str(p)))
     mod = importlib.util.module_from_spec(modspec)
     try:
         modspec.loader.exec_module(mod)

@@ -99,6 +99,10 @@ def cmd_sweep(args) -> int:
                 raise cat.BadArgument(f"--write {args.write}: {args.write + ext} is a directory")
     if args.from_json:
         # re-attribute a recorded sweep with the current errata (no ptxas needed)
+        unused = [o for o, v in (("--targets", args.targets), ("--ptx", args.ptx), ("--ptxas", args.ptxas),
+                                 ("--categories", args.categories)) if v is not None]
+        if unused:
+            raise cat.BadArgument(f"{', '.join(unused)}: not applicable with --from-json (it re-reads a recorded sweep)")
         doc = read_json(args.from_json, "--from-json")
         try:
             res = reexplain(SweepResult.from_dict(doc))

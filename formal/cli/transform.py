@@ -40,7 +40,8 @@ def register(sub) -> None:
 
 
 def _fail(msg: str) -> int:
-    print(f"ptx-formal: error: {msg}", file=sys.stderr)
+    from . import one_line
+    print(f"ptx-formal: error: {one_line(msg)}", file=sys.stderr)
     return 2
 
 

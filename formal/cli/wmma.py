@@ -251,6 +251,8 @@ def cmd_pipeline_check(args) -> int:
 
 def cmd_alignment(args) -> int:
     from ..wmma import alignment as al
+    if not args.run and (args.summary or args.provenance):
+        raise BadArgument("--summary and --provenance apply to silicon RUNs: name one or more")
     if args.run:
         from . import check_writable, read_json
         if args.summary:
@@ -268,9 +270,11 @@ def cmd_alignment(args) -> int:
                 raise BadArgument(f"{f}: not an alignment run ({type(x).__name__}: {x})") from None
         try:
             doc = al.merge_runs(docs)
+            a = al.analyse(doc)
         except ValueError as x:
             raise BadArgument(str(x)) from None
-        a = al.analyse(doc)
+        except (KeyError, TypeError, AttributeError, IndexError) as x:     # JSON of the wrong shape
+            raise BadArgument(f"{' '.join(args.run)}: not an alignment run ({type(x).__name__}: {x})") from None
         if args.summary:
             prov = _provenance(args.provenance)
             print(al.write_summary(doc, args.summary, prov or None), file=sys.stderr)
