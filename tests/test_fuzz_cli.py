@@ -706,3 +706,47 @@ def test_console_entry_point(argv, want):
     assert "Traceback" not in r.stderr
     if want == 2:
         assert len(r.stderr.strip().splitlines()) == 1 and len(r.stderr) < 600
+
+
+# ------------------------------------------------------------------------------ verify: the grammar its help describes
+
+def test_verify_reads_the_result_grammar_of_its_help_and_crlf(tmp_path, capsys):
+    vec = tmp_path / "v.hex"
+    assert main(["vectors", OP, "--coverage", "specials", "-o", str(vec)]) == 0
+    lines = vec.read_text().splitlines()
+    cases = [x for x in lines if x and not x.startswith("#")]
+    # "the same lines with at least d=": opcode left out, the '# id=N' note kept, in reverse order
+    only_d = []
+    for x in cases:
+        body, _, note = x.partition("#")
+        d = next(t for t in body.split() if t.startswith("d="))
+        only_d.append(f"{d}  #{note.split('why=')[0]}")
+    (tmp_path / "r.hex").write_text("\n".join(reversed(only_d)) + "\n")
+    assert main(["verify", OP, str(vec), str(tmp_path / "r.hex")]) == 0
+    # CRLF vector and result files
+    (tmp_path / "v_crlf.hex").write_bytes(vec.read_bytes().replace(b"\n", b"\r\n"))
+    (tmp_path / "r_crlf.hex").write_bytes((tmp_path / "r.hex").read_bytes().replace(b"\n", b"\r\n"))
+    assert main(["verify", OP, str(tmp_path / "v_crlf.hex"), str(tmp_path / "r_crlf.hex")]) == 0
+    # JSONL results {"id": N, "d": [[hex,...] x 32]} with CRLF
+    import json as _json
+
+    js = []
+    for x in cases:
+        body, _, note = x.partition("#")
+        d = next(t for t in body.split() if t.startswith("d="))[2:]
+        cid = int(note.split("id=")[1].split()[0])
+        js.append(_json.dumps({"id": cid, "d": [lane.split(",") for lane in d.split("|")]}))
+    (tmp_path / "r.jsonl").write_bytes(("\r\n".join(js) + "\r\n").encode())
+    assert main(["verify", OP, str(vec), str(tmp_path / "r.jsonl")]) == 0
+    # a wrong result is a mismatch (1), not an error
+    flipped = only_d[0][:2] + ("1" if only_d[0][2] != "1" else "2") + only_d[0][3:]
+    (tmp_path / "flip.hex").write_text("\n".join([flipped] + only_d[1:]) + "\n")
+    assert main(["verify", OP, str(vec), str(tmp_path / "flip.hex")]) == 1
+    capsys.readouterr()
+
+
+def test_eval_reads_a_vectors_npz(tmp_path):
+    v = ROOT / "tests" / "data" / "readme_specials.npz"
+    out = tmp_path / "d.npz"
+    assert main(["eval", OP, "--inputs", str(v), "--out", str(out)]) == 0
+    assert main(["verify", OP, str(v), str(out)]) == 0

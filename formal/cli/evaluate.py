@@ -82,11 +82,14 @@ def cmd_eval(args) -> int:
         if k in ("a", "b", "c", "A", "B", "C") and v.ndim >= 1 and v.shape[0] == 0:
             raise InputError(f"--inputs {args.inputs}: array {k!r} holds a batch of 0 warps")
     sel = args.sel
-    if sel is None and "sel" in ins:
+    if sel is None and "sel" in ins:      # one integer, or per case as `vectors --format npz` writes (-1: none)
         v = ins["sel"]
-        if v.size != 1 or v.dtype.kind not in "iu":
-            raise InputError(f"--inputs {args.inputs}: 'sel' must be one integer, got a {v.dtype} array of shape {v.shape}")
-        sel = int(v.reshape(()))
+        vals = set(v.reshape(-1).tolist()) if v.dtype.kind in "iu" else None
+        if not vals or len(vals) != 1:
+            raise InputError(f"--inputs {args.inputs}: 'sel' must be one integer (or the same for every warp), "
+                             f"got a {v.dtype} array of shape {v.shape}")
+        sel = vals.pop()
+        sel = None if sel == -1 else int(sel)
     matrix_level = "A" in ins or form.family == "wmma.mma"
     try:
         if matrix_level:

@@ -318,8 +318,9 @@ def cmd_sass_survey(args) -> int:
         check_writable(args.out, "--out")
     try:
         print(al.write_survey(args.out))
-    except RuntimeError as e:
-        raise BadArgument(str(e)) from None
+    except RuntimeError as e:            # no ptxas / cuobjdump: the survey could not run (3)
+        print(f"ptx-formal: wmma sass-survey: {e}", file=sys.stderr)
+        return 3
     return 0
 
 
