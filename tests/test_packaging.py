@@ -45,10 +45,8 @@ def _run(cmd, cwd, **kw):
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, **kw)
 
 
-@pytest.fixture(scope="module")
-def venv(tmp_path_factory):
+def _venv(tmp):
     """A venv with the wheel built from this checkout installed (deps from the system site-packages)."""
-    tmp = tmp_path_factory.mktemp("wheel")
     src = tmp / "src"
     src.mkdir()
     # build from a copy so that the build leaves nothing in the checkout (tests run in parallel)
@@ -75,7 +73,7 @@ def venv(tmp_path_factory):
     return {"py": py, "exe": bindir / "ptx-formal", "cwd": work, "venv": env_dir}
 
 
-def test_wheel_installs_the_package_not_the_checkout(venv):
+def _wheel_installs_the_package_not_the_checkout(venv):
     r = _run([str(venv["py"]), "-c", "import formal, formal.specdata as s; print(formal.__file__); "
                                      "print(s.spec_dir()); print(s.recipes_dir()); print(s.proofs_dir())"],
              cwd=venv["cwd"])
@@ -88,7 +86,7 @@ def test_wheel_installs_the_package_not_the_checkout(venv):
     assert proofs == "None"
 
 
-def test_wheel_check(venv):
+def _wheel_check(venv):
     r = _run([str(venv["exe"]), "check", OP, "--target", "sm_90"], cwd=venv["cwd"])
     assert r.returncode == 0, r.stderr
     assert "LEGAL on sm_90" in r.stdout
@@ -96,7 +94,7 @@ def test_wheel_check(venv):
     assert r.returncode == 1 and "ILLEGAL" in r.stdout
 
 
-def test_wheel_prove_slice(venv):
+def _wheel_prove_slice(venv):
     r = _run([str(venv["exe"]), "prove", OP, "-q"], cwd=venv["cwd"])
     assert r.returncode == 0, r.stderr
     assert "all proved" in r.stderr and "PROVED" in r.stdout
@@ -105,7 +103,7 @@ def test_wheel_prove_slice(venv):
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
-def test_wheel_transform_library(venv):
+def _wheel_transform_library(venv):
     n = len(list((ROOT / "recipes").glob("*.recipe"))) + len(list((ROOT / "recipes").glob("*.json")))
     assert n > 0
     r = _run([str(venv["exe"]), "transform", "--library"], cwd=venv["cwd"])
@@ -113,7 +111,7 @@ def test_wheel_transform_library(venv):
     assert f"# {n}/{n} recipes as expected" in r.stderr
 
 
-def test_wheel_observed_data(venv):
+def _wheel_observed_data(venv):
     # specs/observed/*.json and the .npz slice come from the wheel
     r = _run([str(venv["exe"]), "wmma", "maps", "--arch", "sm_90"], cwd=venv["cwd"])
     assert r.returncode == 0, r.stderr
@@ -123,3 +121,13 @@ def test_wheel_observed_data(venv):
     r = _run([str(venv["exe"]), "wmma", "pipeline-check", r.stdout.strip()], cwd=venv["cwd"])
     assert r.returncode == 0, r.stderr
     assert "match" in r.stdout
+
+
+def test_wheel_works_from_outside_the_repo(tmp_path):
+    """One test (one wheel build, also under xdist): build, install into a fresh venv, run from elsewhere."""
+    venv = _venv(tmp_path)
+    _wheel_installs_the_package_not_the_checkout(venv)
+    _wheel_check(venv)
+    _wheel_prove_slice(venv)
+    _wheel_transform_library(venv)
+    _wheel_observed_data(venv)
