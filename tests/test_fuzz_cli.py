@@ -605,7 +605,7 @@ def _api_calls():
     arr = st.one_of(
         st.just(None), st.integers(-(2 ** 70), 2 ** 70), st.text(max_size=8), st.floats(),
         st.lists(st.integers(-5, 300), max_size=5),
-        st.tuples(st.integers(0, 3), st.integers(0, 40), st.integers(0, 5),
+        st.tuples(st.integers(0, 7), st.integers(0, 40), st.integers(0, 5),
                   st.sampled_from(["u4", "u2", "i1", "i2", "f4", "f8", "u8", "i8", "b1", "U1", "O"])).map(_array),
     )
     text = st.one_of(_text, st.sampled_from(TEXT_BAD[:40] + [OP, SP, "a", "b", "c", "d", "e", "sm_90", "9.0"]))
@@ -627,7 +627,7 @@ def _api_calls():
 
 def _array(spec):
     nd, n, m, dt = spec
-    shape = [(n, 32, m), (n, 16, 16), (n,), (n, m)][nd]
+    shape = [(n, 32, m), (n, 16, 16), (n,), (n, m), (1, 16, 16), (1, 32, 4), (1, 16, 32), (1, 32)][nd]
     if dt == "O":
         return np.array([None] * int(np.prod(shape)), dtype=object).reshape(shape)
     if dt == "U1":

@@ -26,6 +26,7 @@ import math
 import os
 import sys
 import traceback
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -177,7 +178,10 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv[:cut] or os.environ.get("PTX_FORMAL_DEBUG", "") not in ("", "0")
     argv = [a for i, a in enumerate(argv) if not (i < cut and a == "--debug")]
     try:
-        return _dispatch(argv)
+        with warnings.catch_warnings():
+            if not debug:     # numpy's RuntimeWarnings (overflow in a user's formula, ...) are not for users
+                warnings.simplefilter("ignore", RuntimeWarning)
+            return _dispatch(argv)
     except KeyboardInterrupt:
         _err("interrupted")
         return 130

@@ -75,6 +75,8 @@ def cmd_eval(args) -> int:
     from . import check_writable
 
     form = parse(args.opcode)
+    if args.warp and not args.show:
+        raise InputError("--warp picks the warp --show prints: add --show")
     if args.out:
         check_writable(args.out, "--out")
     ins = _load_npz(args.inputs)

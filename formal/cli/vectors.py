@@ -60,6 +60,8 @@ def cmd_vectors(args) -> int:
         return cmd_list_coverage(args)
     if not args.opcode:
         raise BadArgument("name an OPCODE (or use --list-coverage)")
+    if args.json:
+        raise BadArgument("--json applies to --list-coverage (vector files: --format jsonl)")
     from . import bounded_int, check_writable, timeout_seconds
 
     form = parse(args.opcode)
