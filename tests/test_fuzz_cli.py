@@ -149,6 +149,14 @@ def _show(argv) -> str:
 
 
 @pytest.fixture(scope="module", autouse=True)
+def scratch_cwd(tmp_path_factory):
+    """Fuzzed output options (``--write 1``, ``-o x``) write into a scratch directory, never the checkout."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(tmp_path_factory.mktemp("cwd"))
+        yield
+
+
+@pytest.fixture(scope="module", autouse=True)
 def cheap_engines():
     """Replace the engines that are slow for a valid input (a minute or more) by the sentinel."""
     import formal.metadata
