@@ -45,13 +45,18 @@ def _tokens(text: str) -> list[str]:
     return re.findall(r"\(|\)|,|:|-?\d+", text)
 
 
-def _parse_tuple(toks: list[str], pos: int) -> tuple[Nested, int]:
+MAX_INT, MAX_DEPTH = 1 << 32, 32    # bounds: a CuTe layout of a warp fragment is small and shallow
+
+
+def _parse_tuple(toks: list[str], pos: int, depth: int = 0) -> tuple[Nested, int]:
     t = toks[pos]
     if t == "(":
+        if depth >= MAX_DEPTH:
+            raise LayoutError(f"CuTe layout: nested more than {MAX_DEPTH} levels deep")
         items = []
         pos += 1
         while True:
-            item, pos = _parse_tuple(toks, pos)
+            item, pos = _parse_tuple(toks, pos, depth + 1)
             items.append(item)
             if toks[pos] == ",":
                 pos += 1
@@ -60,6 +65,8 @@ def _parse_tuple(toks: list[str], pos: int) -> tuple[Nested, int]:
                 return tuple(items), pos + 1
             raise LayoutError(f"CuTe layout: unexpected {toks[pos]!r}")
     if re.fullmatch(r"-?\d+", t):
+        if len(t.lstrip("-")) > 10 or abs(int(t)) > MAX_INT:
+            raise LayoutError(f"CuTe layout: integer {t[:24]}{'...' if len(t) > 24 else ''} is too large (at most 2^32)")
         return int(t), pos + 1
     raise LayoutError(f"CuTe layout: unexpected {t!r}")
 

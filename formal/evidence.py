@@ -98,7 +98,9 @@ def table() -> str:
                      f"{len(fs)} forms, {sum(r.get('cases') or 0 for r in fs):,} vectors",
                      f"{sum(1 for r in fs if not r.get('ok'))} forms failing, "
                      f"{sum(r.get('failed') or 0 for r in fs)} mismatching vectors"))
-    tr = ROOT / "recipes" / "hw"
+    from .specdata import recipes_dir
+
+    tr = recipes_dir() / "hw"
     trs = sorted(tr.glob("transform_probes_h100_*.json")) if tr.exists() else []
     trs = [p for p in trs if not p.name.endswith(".meta.json")]
     if trs:

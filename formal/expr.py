@@ -62,22 +62,64 @@ def _check(node: ast.AST, src: str) -> None:
             ast.And, ast.Or, ast.Not, ast.USub, ast.UAdd, ast.Invert,
         )) or type(n) in _BINOPS or type(n) in _CMPOPS
         if not ok:
-            raise FormulaError(f"{type(n).__name__} is not allowed in a formula: {src!r}")
+            raise FormulaError(f"{type(n).__name__} is not allowed in a formula: {src}")
         if isinstance(n, ast.Call):
             if not (isinstance(n.func, ast.Name) and n.func.id in _FUNCS) or n.keywords:
-                raise FormulaError(f"only min(...)/max(...) may be called in a formula: {src!r}")
+                raise FormulaError(f"only min(...)/max(...) may be called in a formula: {src}")
         if isinstance(n, ast.Constant) and not isinstance(n.value, (int, str, type(None))):
-            raise FormulaError(f"constant {n.value!r} is not an int or string: {src!r}")
+            raise FormulaError(f"constant {n.value!r} is not an int or string: {src}")
+
+
+MAX_CONSTANT = 1 << 64     # formulas describe 32/64-bit values; a longer literal is a typo, not a layout
+MAX_DEPTH = 100           # nesting bound: evaluation recurses once per level
+MAX_LENGTH = 10_000
+
+
+def _show(src: str) -> str:
+    """The formula for an error message (a huge input is cut, not echoed)."""
+    return repr(src) if len(src) <= 120 else repr(src[:100]) + f" ... ({len(src)} characters)"
+
+
+def _depth(tree: ast.AST) -> int:
+    deepest, todo = 0, [(tree, 1)]
+    while todo:
+        n, d = todo.pop()
+        deepest = max(deepest, d)
+        todo.extend((c, d + 1) for c in ast.iter_child_nodes(n))
+    return deepest
+
+
+def _const_zero(node: ast.AST) -> bool:
+    """Is ``node`` a constant expression (no names) equal to 0?"""
+    if any(isinstance(n, (ast.Name, ast.Call)) for n in ast.walk(node)):
+        return False
+    try:
+        return _eval(node, {}) == 0
+    except Exception:
+        return False
 
 
 def _parse(src: str) -> ast.Expression:
     if not isinstance(src, str):
         src = str(src)
+    if len(src) > MAX_LENGTH:
+        raise FormulaError(f"formula too long ({len(src)} characters, at most {MAX_LENGTH}): {_show(src)}")
     try:
         tree = ast.parse(src.strip(), mode="eval")
     except SyntaxError as e:
-        raise FormulaError(f"cannot parse formula {src!r}: {e.msg}") from None
-    _check(tree, src)
+        raise FormulaError(f"cannot parse formula {_show(src)}: {e.msg}") from None
+    except (RecursionError, MemoryError):
+        raise FormulaError(f"formula nested too deeply: {_show(src)}") from None
+    if _depth(tree) > MAX_DEPTH:
+        raise FormulaError(f"formula nested too deeply (more than {MAX_DEPTH} levels): {_show(src)}")
+    _check(tree, _show(src))
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Constant) and isinstance(n.value, int) and not isinstance(n.value, bool) \
+                and abs(n.value) > MAX_CONSTANT:
+            raise FormulaError(f"integer constant {str(n.value)[:30]}{'...' if len(str(n.value)) > 30 else ''} is "
+                               f"too large (at most 2^64) in formula {_show(src)}")
+        if isinstance(n, ast.BinOp) and type(n.op) in (ast.FloorDiv, ast.Mod) and _const_zero(n.right):
+            raise FormulaError(f"division by zero ('{_BINOPS[type(n.op)]} 0') is not allowed in a formula: {_show(src)}")
     return tree
 
 
@@ -119,9 +161,12 @@ class Formula:
     def eval(self, env: Mapping[str, Any]) -> Any:
         """Evaluate with Python semantics on ints/strings, elementwise on numpy arrays."""
         scope = dict(env)
-        for k, tree in self._lets:
-            scope[k] = _eval(tree.body, scope)
-        return _eval(self._tree.body, scope)
+        try:
+            for k, tree in self._lets:
+                scope[k] = _eval(tree.body, scope)
+            return _eval(self._tree.body, scope)
+        except OverflowError:
+            raise FormulaError(f"a value of formula {_show(str(self))} does not fit in 64 bits") from None
 
     # -- Z3 ----------------------------------------------------------------------------
     def z3(self, env: Mapping[str, Any], width: int | None = None):
@@ -173,7 +218,13 @@ def _eval(node: ast.AST, env: Mapping[str, Any]) -> Any:
     if isinstance(node, (ast.List, ast.Tuple)):
         return [_eval(e, env) for e in node.elts]
     if isinstance(node, ast.BinOp):
-        return _PY_BIN[_BINOPS[type(node.op)]](_eval(node.left, env), _eval(node.right, env))
+        op = _BINOPS[type(node.op)]
+        a, b = _eval(node.left, env), _eval(node.right, env)
+        if op in ("//", "%") and np.any(np.asarray(b) == 0):
+            raise FormulaError(f"division by zero ('{op}' by a value that is 0) in formula {ast.unparse(node)[:120]!r}")
+        if op == "<<" and np.any(np.asarray(b) > 64):
+            raise FormulaError(f"shift by more than 64 bits in formula {ast.unparse(node)[:120]!r}")
+        return _PY_BIN[op](a, b)
     if isinstance(node, ast.UnaryOp):
         v = _eval(node.operand, env)
         if isinstance(node.op, ast.Not):

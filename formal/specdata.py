@@ -1,8 +1,10 @@
 """Where the PTX content lives: the TOML files under ``specs/``.
 
 The engine knows no PTX facts of its own; every table it uses is loaded from here.
-In a source checkout the files are ``<repo>/specs/*.toml``; in an installed wheel
-they ship as the package ``formal.specs``.
+In a source checkout the files are ``<repo>/specs/*.toml`` (and the recipes
+``<repo>/recipes``); in an installed wheel they ship as the packages ``formal.specs``
+and ``formal.recipes``, i.e. the directories ``formal/specs`` and ``formal/recipes``
+beside this file.  ``tests/test_packaging.py`` installs a wheel and checks both.
 """
 
 from __future__ import annotations
@@ -17,21 +19,54 @@ try:  # Python 3.11+
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
+_PKG = Path(__file__).resolve().parent
 
-def spec_dir() -> Path:
-    """The directory holding the spec files."""
-    repo = Path(__file__).resolve().parent.parent / "specs"
-    if (repo / "mma.toml").exists():
-        return repo
+
+def _package_dir(package: str, marker: str) -> Path | None:
+    """The directory of the data package ``package`` holding ``marker``, or None.
+
+    ``importlib.resources.files`` returns a Traversable: a ``Path`` for a regular
+    directory, a ``MultiplexedPath`` for a namespace package (``specs/`` has no
+    ``__init__.py``).  Joining the marker file gives a real path in both cases;
+    its parent is the directory (``str()`` of a MultiplexedPath is not a path).
+    """
     try:
         from importlib.resources import files
 
-        p = Path(str(files("formal.specs")))
-        if (p / "mma.toml").exists():
-            return p
-    except (ModuleNotFoundError, TypeError):  # pragma: no cover
-        pass
-    raise FileNotFoundError("cannot find the ptx-formal spec files (specs/*.toml)")
+        f = files(package) / marker
+    except (ModuleNotFoundError, TypeError, ValueError):
+        return None
+    if isinstance(f, Path) and f.is_file():
+        return f.parent
+    return None                       # e.g. a zip import: not supported, say so below
+
+
+def data_dir(name: str, marker: str) -> Path:
+    """``<repo>/<name>`` in a checkout, ``formal/<name>`` (package ``formal.<name>``) when installed."""
+    for d in (_PKG / name, _PKG.parent / name):     # wheel layout, then checkout layout
+        if (d / marker).is_file():
+            return d
+    d = _package_dir(f"formal.{name}", marker)
+    if d is not None:
+        return d
+    raise FileNotFoundError(f"cannot find the ptx-formal data files ({name}/{marker}); "
+                            f"reinstall ptx-formal (pip install .) or run from a source checkout")
+
+
+def spec_dir() -> Path:
+    """The directory holding the spec files (a real directory on disk)."""
+    return data_dir("specs", "mma.toml")
+
+
+def recipes_dir() -> Path:
+    """The recipe library directory."""
+    return data_dir("recipes", "README.md")
+
+
+def proofs_dir() -> Path | None:
+    """``<repo>/proofs`` in a source checkout; None in an installed copy (reports are not shipped)."""
+    d = _PKG.parent / "proofs"
+    return d if d.is_dir() and (_PKG.parent / "specs" / "mma.toml").is_file() else None
 
 
 @lru_cache(maxsize=None)

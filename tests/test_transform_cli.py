@@ -16,11 +16,23 @@ def test_proved_exit_0_and_json(capsys):
     assert d["expectation"]["met"] is True
 
 
-def test_refuted_exit_1_with_witness_and_path(capsys):
-    assert main(["transform", str(LIB / "broken_ldmatrix_b_missing_trans.recipe")]) == 1
+def test_refuted_exit_1_with_witness_and_path(capsys, tmp_path):
+    # a broken recipe that expects its refutation: the expectation is met -> 0 (as --library says)
+    src = LIB / "broken_ldmatrix_b_missing_trans.recipe"
+    assert main(["transform", str(src)]) == 0
     out = capsys.readouterr().out
     assert "REFUTED" in out and "lane 0, register b0, element 1" in out and "path" in out
     assert "expectation (refuted lane=0 register=b0 element=1): met" in out
+    # without the expect line the refutation itself is the verdict -> 1
+    lines = [x for x in src.read_text().splitlines() if not x.startswith("expect")]
+    (tmp_path / "noexpect.recipe").write_text("\n".join(lines) + "\n")
+    assert main(["transform", str(tmp_path / "noexpect.recipe")]) == 1
+    # an expectation that is not met -> 1
+    (tmp_path / "wrong.recipe").write_text("\n".join(lines) + "\nexpect proved\n")
+    assert main(["transform", str(tmp_path / "wrong.recipe")]) == 1
+    assert "NOT met" in capsys.readouterr().out
+    # and a correct recipe that expects proved -> 0
+    assert main(["transform", str(LIB / "ldmatrix_x2_a_m16n8k8.recipe")]) == 0
 
 
 def test_bad_input_exit_2_one_line(capsys, tmp_path):

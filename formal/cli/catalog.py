@@ -54,6 +54,14 @@ def cmd_list(args) -> int:
     fs = cat.forms(args.target, args.ptx, args.family)
     if args.count:
         c = Counter(f.family for f in fs)
+        if args.json or args.csv:
+            counts = {k: c[k] for k in cat.FAMILIES if c.get(k)}
+            if args.json:
+                print(json.dumps({**counts, "total": len(fs)}, indent=1))
+            else:
+                sys.stdout.write("family,forms\n" + "".join(f"{k},{n}\n" for k, n in counts.items())
+                                 + f"total,{len(fs)}\n")
+            return 0
         for k in cat.FAMILIES:
             if c.get(k):
                 print(f"{k:12s} {c[k]}")

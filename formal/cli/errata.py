@@ -22,7 +22,9 @@ def cmd_errata(args) -> int:
         if not es:
             raise BadArgument(f"no erratum with id {args.id!r}")
     if args.write:
-        path = Path(args.write)
+        from . import check_writable
+
+        path = check_writable(args.write, "--write")
         path.write_text(markdown(all_errata()))
         print(f"wrote {path}")
         return 0

@@ -36,11 +36,17 @@ def to_values(bits: np.ndarray, t: str) -> np.ndarray:
 
 
 def _load_npz(path: str) -> dict[str, np.ndarray]:
+    import zipfile
+
     try:
         with np.load(path) as z:
+            if not hasattr(z, "files"):
+                raise InputError(f"--inputs {path}: not an .npz archive (a single array)")
             return {k: z[k] for k in z.files}
-    except (OSError, ValueError) as e:
-        raise InputError(f"cannot read {path}: {e}") from None
+    except OSError as e:
+        raise InputError(f"--inputs {path}: cannot read: {e.strerror or e}") from None
+    except (ValueError, EOFError, zipfile.BadZipFile, KeyError) as e:
+        raise InputError(f"--inputs {path}: not a readable .npz archive (empty or truncated?): {e}") from None
 
 
 def _show(form, ins: dict, d: np.ndarray, warp: int, matrix_level: bool) -> str:
@@ -66,9 +72,26 @@ def _show(form, ins: dict, d: np.ndarray, warp: int, matrix_level: bool) -> str:
 def cmd_eval(args) -> int:
     from ..evaluate import EvalError, evaluate, evaluate_matrices
 
+    from . import check_writable
+
     form = parse(args.opcode)
+    if args.warp and not args.show:
+        raise InputError("--warp picks the warp --show prints: add --show")
+    if args.out:
+        check_writable(args.out, "--out")
     ins = _load_npz(args.inputs)
-    sel = args.sel if args.sel is not None else (int(ins["sel"]) if "sel" in ins else None)
+    for k, v in ins.items():
+        if k in ("a", "b", "c", "A", "B", "C") and v.ndim >= 1 and v.shape[0] == 0:
+            raise InputError(f"--inputs {args.inputs}: array {k!r} holds a batch of 0 warps")
+    sel = args.sel
+    if sel is None and "sel" in ins:      # one integer, or per case as `vectors --format npz` writes (-1: none)
+        v = ins["sel"]
+        vals = set(v.reshape(-1).tolist()) if v.dtype.kind in "iu" else None
+        if not vals or len(vals) != 1:
+            raise InputError(f"--inputs {args.inputs}: 'sel' must be one integer (or the same for every warp), "
+                             f"got a {v.dtype} array of shape {v.shape}")
+        sel = vals.pop()
+        sel = None if sel == -1 else int(sel)
     matrix_level = "A" in ins or form.family == "wmma.mma"
     try:
         if matrix_level:

@@ -14,6 +14,13 @@ def cmd_hw_check(args) -> int:
 
     if not args.all and not args.opcodes and not args.family:
         raise BadArgument("name one or more OPCODEs, or --all, or --family")
+    for o in args.opcodes:          # bad input is exit 2 with or without a GPU
+        parse(o)
+    if not 1 <= args.trials <= 1 << 32:
+        raise BadArgument(f"--trials must be in 1..2^32, got {args.trials}")
+    if args.out:
+        from . import check_writable
+        check_writable(args.out, "--out")
     try:
         gpu = GPU()
     except NoGPU as e:

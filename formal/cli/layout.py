@@ -63,6 +63,8 @@ def cmd_layout(args) -> int:
     if args.all_figures:
         if words:
             raise InputError("--all-figures takes no opcode")
+        from . import check_writable
+        check_writable(args.all_figures, "--all-figures", directory=True)
         return all_figures(args.all_figures)
     if not words:
         raise InputError("ptx-formal layout: give an opcode (or --all-figures DIR, or 'audit OPCODE ...')")
@@ -87,6 +89,8 @@ def cmd_layout(args) -> int:
     if args.svg:
         if len(lays) != 1:
             raise InputError("--svg draws one operand: add --operand")
+        from . import check_writable
+        check_writable(args.svg, "--svg")
         op, lay = lays[0]
         Path(args.svg).write_text(_figure(form, op, lay))
         print(f"wrote {args.svg}", file=sys.stderr)
@@ -204,11 +208,13 @@ def _load_python(spec: str):
     p = Path(path)
     if not p.is_file():
         raise InputError(f"--python: no such file {path}")
-    modspec = importlib.util.spec_from_file_location("_ptx_formal_audit_user", p)
+    import importlib.machinery    # any file name: a source loader, not one chosen by the suffix
+    modspec = importlib.util.spec_from_loader("_ptx_formal_audit_user",
+                                              importlib.machinery.SourceFileLoader("_ptx_formal_audit_user", str(p)))
     mod = importlib.util.module_from_spec(modspec)
     try:
         modspec.loader.exec_module(mod)
-    except Exception as e:  # user code: report it in one line
+    except (Exception, SystemExit) as e:  # user code (sys.exit too): report it in one line, never a pass
         raise InputError(f"--python: {path} failed to import: {type(e).__name__}: {e}") from None
     fn = getattr(mod, func, None)
     if not callable(fn):
@@ -232,6 +238,8 @@ def cmd_audit(args, opcode: str) -> int:
         cand = cute.from_cute(args.cute, form, op, thr_to_lane=args.cute_thr,
                               product_lane_stride=args.cute_product_stride, name="cute", **params)
     elif args.table:
+        from . import read_text
+        read_text(args.table, "--table")        # a missing or binary file: one line naming it
         cand = L.load_table(args.table, like=ref)
     elif args.formula:
         kv = {}
@@ -252,7 +260,7 @@ def cmd_audit(args, opcode: str) -> int:
         fn = _load_python(args.python)
         try:
             cand = L.Layout.from_function(fn, like=ref, name=args.python)
-        except (TypeError, ValueError) as e:
+        except (Exception, SystemExit) as e:      # user code: contained, one line
             raise InputError(f"--python: the function failed: {type(e).__name__}: {e}") from None
     from ..prove import audit_layout
 

@@ -35,6 +35,20 @@ def _int(s: str) -> int:
         raise InputError(f"expected an integer, got {s!r}") from None
 
 
+def _sel(s: str) -> int:
+    v = _int(s)
+    if not 0 <= v < 1 << 32:
+        raise InputError(f"--sel must be a 32-bit immediate (0..2^32-1), got {s[:40]}")
+    return v
+
+
+def _lane(s: str) -> int:
+    v = _int(s)
+    if not 0 <= v < 32:
+        raise InputError(f"--lane must be in 0..31, got {s[:40]}")
+    return v
+
+
 def _fm(opcode: str):
     from ..metadata import meta
 
@@ -86,6 +100,9 @@ def cmd_explain(args) -> int:
         "contributing_lanes": lanes, "cells": rows,
     }
     if args.svg:
+        from . import check_writable
+
+        check_writable(args.svg, "--svg")
         _svg(fm, sel, rows, args.svg)
     if args.json:
         print(json.dumps(info, indent=2))
@@ -207,42 +224,41 @@ def register(sub) -> None:
     c = msub.add_parser("check", help="is a 32-bit metadata word legal? (exit 0 valid, 1 invalid)")
     c.add_argument("opcode")
     c.add_argument("word", help="the lane's e register: 0x..., 0b... or decimal")
-    c.add_argument("--sel", type=_int, default=None, help="sparsity selector (default: the smallest legal)")
-    c.add_argument("--lane", type=_int, default=None, help="whose e this is (default: the first lane read)")
+    c.add_argument("--sel", type=_sel, default=None, help="sparsity selector (default: the smallest legal)")
+    c.add_argument("--lane", type=_lane, default=None, help="whose e this is (default: the first lane read)")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_check)
 
     e = msub.add_parser("explain", help="the metadata layout table (ISA figure notation Tk: [m..n] in cell [x][y..z])")
     e.add_argument("opcode")
-    e.add_argument("--sel", type=_int, default=None)
+    e.add_argument("--sel", type=_sel, default=None)
     e.add_argument("--json", action="store_true")
     e.add_argument("--svg", metavar="FILE", help="draw the table like the ISA figures")
     e.set_defaults(func=cmd_explain)
 
     pr = msub.add_parser("prove", help="Z3 obligations of one form (or --all): exit 0 proved, 1 refuted, 3 unknown")
     pr.add_argument("opcode", nargs="?")
-    pr.add_argument("--sel", type=_int, default=None)
+    pr.add_argument("--sel", type=_sel, default=None)
     pr.add_argument("--all", action="store_true", help="every sparse metadata class of the catalog")
     pr.add_argument("--json", action="store_true")
     pr.set_defaults(func=cmd_prove)
 
     w = msub.add_parser("witness", help="solver-derived minimal counterexamples (undefined behaviour: two readings, two D)")
     w.add_argument("opcode")
-    w.add_argument("--sel", type=_int, default=None)
+    w.add_argument("--sel", type=_sel, default=None)
     w.add_argument("--kind", choices=WITNESS_KINDS, default="all")
     w.add_argument("--json", action="store_true")
     w.set_defaults(func=cmd_witness)
 
     s = msub.add_parser("scan", help="count the legal words of a lane by evaluating all 2^32 (about a minute)")
     s.add_argument("opcode")
-    s.add_argument("--sel", type=_int, default=None)
-    s.add_argument("--lane", type=_int, default=None)
+    s.add_argument("--sel", type=_sel, default=None)
+    s.add_argument("--lane", type=_lane, default=None)
     s.add_argument("--predicate", choices=["chunk", "word"], default="word")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_scan)
 
     def no_sub(args) -> int:
-        p.print_help()
-        return 2
+        raise InputError("ptx-formal metadata: name a SUBCOMMAND: check, explain, prove, witness, scan (see --help)")
 
     p.set_defaults(func=no_sub)

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from .. import catalog as cat
 from .. import prove as P
-from ..specdata import spec_dir
-from . import InputError
+from ..specdata import proofs_dir
+from . import InputError, timeout_seconds
 
 
 def register(sub) -> None:
@@ -44,8 +44,27 @@ def register(sub) -> None:
 
 
 def default_report_path() -> Path | None:
-    d = spec_dir().parent / "proofs"
-    return d / "REPORT.md" if d.is_dir() else None
+    d = proofs_dir()
+    return d / "REPORT.md" if d is not None else None
+
+
+def _report_target(args) -> Path | None:
+    """Check the report options before the work starts: where --all writes (or reads) the report."""
+    if (args.check_report or args.report or args.no_report) and not args.all:
+        raise InputError("--check-report, --report and --no-report apply to --all only")
+    if args.family and (args.check_report or args.report):
+        raise InputError("--family proves a part of the catalog: the report (--report, --check-report) needs all of it")
+    if not args.all or args.family or args.no_report:
+        return None
+    path = Path(args.report) if args.report else default_report_path()
+    if args.check_report:
+        if path is None or not path.is_file():
+            raise InputError(f"--check-report: no report file {'to check (give --report FILE)' if path is None else str(path)}")
+        return path
+    if path is not None:
+        from . import check_writable
+        check_writable(path, "--report")
+    return path
 
 
 def _progress(quiet: bool):
@@ -71,11 +90,18 @@ def cmd_prove(args) -> int:
         return _recheck(args.recheck, args.timeout)
     if args.all == bool(args.opcode):
         raise InputError("ptx-formal prove: give an OPCODE or --all (not both)")
-    if args.timeout <= 0:
-        raise InputError("--timeout must be positive")
+    timeout_seconds(args.timeout)
+    report = _report_target(args)
+    if args.smt2:
+        from . import check_writable
+        check_writable(args.smt2, "--smt2", directory=True)
     modules = P.load_optional_modules()
     forms = list(cat.documented_forms()) if args.all else [cat.parse(args.opcode)]
     obs = P.collect(forms, family=args.family)
+    if not obs and args.family:
+        raise InputError(f"--family {args.family!r} selects no obligations"
+                         f"{'' if args.all else ' of ' + forms[0].opcode}; known families: "
+                         + ", ".join(sorted({o.family for o in P.collect(forms)})))
     if not obs:
         print(f"no obligations for {args.opcode or 'the catalog'}"
               + (" (wmma fragments are unspecified by PTX; see formal.wmma)" if forms and forms[0].is_wmma else ""),
@@ -91,7 +117,7 @@ def cmd_prove(args) -> int:
         print(f"wrote {n} SMT-LIB2 certificates to {args.smt2}", file=sys.stderr)
     if args.all and not args.family:
         text = P.report_markdown(results, forms, modules)
-        path = Path(args.report) if args.report else default_report_path()
+        path = report
         if args.check_report:
             if path is None or not path.exists():
                 print("ptx-formal: no report file to check", file=sys.stderr)
@@ -126,6 +152,9 @@ def cmd_prove(args) -> int:
 
 
 def _recheck(directory: str, timeout: float) -> int:
+    timeout_seconds(timeout)
+    if not Path(directory).is_dir():
+        raise InputError(f"--recheck {directory}: not a directory")
     files = sorted(Path(directory).rglob("*.smt2"))
     if not files:
         raise InputError(f"no *.smt2 files under {directory}")

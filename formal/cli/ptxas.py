@@ -87,12 +87,28 @@ def cmd_check(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from ..ptxas_sweep import (CATEGORIES, SWEEP_TARGETS, load_report, reexplain, report_markdown, sweep,
-                               write_report)
+    import os
 
+    from ..ptxas_sweep import CATEGORIES, SWEEP_TARGETS, SweepResult, reexplain, report_markdown, sweep, write_report
+    from . import check_writable, read_json
+
+    if args.write:
+        check_writable(os.path.dirname(args.write) or ".", "--write", directory=True)   # created if missing
+        for ext in (".md", ".json"):
+            if os.path.isdir(args.write + ext):
+                raise cat.BadArgument(f"--write {args.write}: {args.write + ext} is a directory")
     if args.from_json:
         # re-attribute a recorded sweep with the current errata (no ptxas needed)
-        res = reexplain(load_report(args.from_json))
+        unused = [o for o, v in (("--targets", args.targets), ("--ptx", args.ptx), ("--ptxas", args.ptxas),
+                                 ("--categories", args.categories)) if v is not None]
+        if unused:
+            raise cat.BadArgument(f"{', '.join(unused)}: not applicable with --from-json (it re-reads a recorded sweep)")
+        doc = read_json(args.from_json, "--from-json")
+        try:
+            res = reexplain(SweepResult.from_dict(doc))
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+            raise cat.BadArgument(f"--from-json {args.from_json}: not a ptxas-sweep record "
+                                  f"({type(e).__name__}: {e})") from None
         if args.write:
             md, js = write_report(res, args.write)
             print(f"wrote {md} and {js}", file=sys.stderr)

@@ -6,8 +6,9 @@ move layouts in and out of Triton / CuTe.
     ptx-formal transform --export {triton,cute,cute-nk} OPCODE OPERAND
     ptx-formal transform --check-triton LAYOUT OPCODE OPERAND
 
-Exit codes: 0 proved (``--library``: every recipe as expected), 1 refuted, 2 bad input,
-3 unknown (solver timeout; never reported as proved).
+Exit codes: 0 proved, 1 refuted, 2 bad input, 3 unknown (solver timeout; never reported
+as proved).  A recipe with an ``expect`` line (and ``--library``): 0 when every expectation
+is met, 1 when one is not.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ def register(sub) -> None:
 
 
 def _fail(msg: str) -> int:
-    print(f"ptx-formal: error: {msg}", file=sys.stderr)
+    from . import one_line
+    print(f"ptx-formal: error: {one_line(msg)}", file=sys.stderr)
     return 2
 
 
@@ -61,9 +63,11 @@ def _exit(status: str) -> int:
 def _run(args) -> int:
     from .. import transform as T
 
-    timeout_ms = int(args.timeout * 1000)
-    if args.timeout <= 0:
-        raise InputError("--timeout must be positive")
+    from . import check_writable, timeout_seconds
+
+    timeout_ms = timeout_seconds(args.timeout)
+    if args.smt2:
+        check_writable(args.smt2, "--smt2")
     if args.export or args.check_triton:
         return _layout_io(args)
     if args.library:
@@ -90,6 +94,8 @@ def _run(args) -> int:
         if recipe.expect:
             print(f"  expectation ({' '.join(f'{k}={v}' if k != 'status' else v for k, v in recipe.expect.items())}): "
                   f"{'met' if ok else 'NOT met: ' + why}")
+    if recipe.expect and res.status != "unknown":   # as --library: 0 when `expect` is met, 1 when not
+        return 0 if ok else 1
     return _exit(res.status)
 
 
@@ -98,7 +104,10 @@ def _library(args, timeout_ms: int) -> int:
 
     rows = []
     all_ok = True
-    for r in T.library():
+    recipes = T.library()
+    if not recipes:       # an installed copy without its data must not look like a passed library
+        raise InputError(f"no recipes found in {T.library_dir()}")
+    for r in recipes:
         res = r.prove(timeout_ms)
         ok, why = r.expectation_met(res)
         all_ok &= ok

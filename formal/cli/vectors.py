@@ -60,7 +60,20 @@ def cmd_vectors(args) -> int:
         return cmd_list_coverage(args)
     if not args.opcode:
         raise BadArgument("name an OPCODE (or use --list-coverage)")
+    if args.json:
+        raise BadArgument("--json applies to --list-coverage (vector files: --format jsonl)")
+    from . import bounded_int, check_writable, timeout_seconds
+
     form = parse(args.opcode)
+    timeout_ms = timeout_seconds(args.timeout)
+    bounded_int(args.count, "--count", 0, 10_000_000)
+    for path, opt in ((args.output, "-o"), (args.cuda, "--cuda")):
+        if path and path != "-":
+            check_writable(path, opt)
+    if args.coverage is not None:
+        cov = [c.strip() for item in args.coverage for c in item.split(",") if c.strip()]
+        if not cov:
+            raise BadArgument("--coverage names no coverage model (see --list-coverage)")
     if args.cuda:
         V.cuda_harness(form, args.cuda)
         print(f"wrote {args.cuda} (nvcc -arch=sm_90 -o harness {args.cuda}; ./harness VECTORS.hex RESULTS.hex)",
@@ -68,10 +81,10 @@ def cmd_vectors(args) -> int:
         if not args.output:
             return 0
     cov = None
-    if args.coverage:
-        cov = [c for item in args.coverage for c in item.split(",") if c]
+    if args.coverage is not None:
+        cov = [c.strip() for item in args.coverage for c in item.split(",") if c.strip()]
     vs = _wrap(lambda: V.generate(form, arch=args.arch, count=args.count, seed=args.seed, coverage=cov,
-                                  timeout_ms=int(args.timeout * 1000)))
+                                  timeout_ms=timeout_ms))
     out = args.output or "-"
     fmt = V.fileio.infer_format(out, args.format)
     if fmt == "npz" and out == "-":

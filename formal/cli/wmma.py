@@ -50,6 +50,9 @@ def cmd_strides(args) -> int:
     m = _mem()
     if (args.ptr_align is None) == (args.ptr is None):
         raise BadArgument("give exactly one of --ptr-align A or --ptr P")
+    if not 1 <= args.enumerate <= 1 << 20:
+        raise BadArgument(f"--enumerate must be in 1..{1 << 20} (the strides [0, N) the enumeration covers), "
+                          f"got {args.enumerate}")
     s = m.legal_strides(args.opcode, ptr_align=None if args.ptr_align is None else _int(args.ptr_align),
                         ptr=None if args.ptr is None else _int(args.ptr), reading=args.reading,
                         fragment_bytes=None if args.fragment_bytes is None else _int(args.fragment_bytes),
@@ -152,6 +155,10 @@ def cmd_maps(args) -> int:
 
 def cmd_prove(args) -> int:
     from ..wmma import theorems as th
+    from . import check_writable
+
+    if args.smt2:
+        check_writable(args.smt2, "--smt2", directory=True)
     results = th.run_all(per_form=args.per_form, include_slow=args.per_form)
     bad = []
     for r in results:
@@ -165,7 +172,7 @@ def cmd_prove(args) -> int:
     cc_bad = [r for r in results if r.cross_check is not None and not r.cross_check.get("agrees")]
     if args.smt2:
         d = Path(args.smt2)
-        d.mkdir(parents=True, exist_ok=True)
+        d.mkdir(parents=True, exist_ok=True)      # (checked writable before the proofs ran)
         for i, r in enumerate(results):
             if r.smt2:
                 (d / f"{i:04d}_{r.obligation.replace('/', '_')[:120]}.smt2").write_text(r.smt2)
@@ -223,6 +230,9 @@ def cmd_probe_decode(args) -> int:
     if not (d / "wmma_probe_manifest.json").exists() or not (d / "wmma_probe_raw.npz").exists():
         raise BadArgument(f"{d} holds no wmma probe run (wmma_probe_manifest.json + wmma_probe_raw.npz)")
     prov = _provenance(args.provenance)
+    if args.condense:
+        from . import check_writable
+        check_writable(args.condense, "--condense")
     out = wp.decode_dir(d)
     print(out)
     if args.condense:
@@ -242,19 +252,30 @@ def cmd_pipeline_check(args) -> int:
 
 def cmd_alignment(args) -> int:
     from ..wmma import alignment as al
+    if not args.run and (args.summary or args.provenance):
+        raise BadArgument("--summary and --provenance apply to silicon RUNs: name one or more")
     if args.run:
+        from . import check_writable, read_json
+        if args.summary:
+            check_writable(args.summary, "--summary")
         docs = []
         for r in args.run:
             p = Path(r)
             f = p / "wmma_alignment.json" if p.is_dir() else p
             if not f.exists():
                 raise BadArgument(f"{r}: no alignment run (wmma_alignment.json from python -m formal.hw.wmma_probe --alignment)")
-            docs.append(al.load_run(f))
+            read_json(f, "alignment run")        # one-line error for a file that is not JSON
+            try:
+                docs.append(al.load_run(f))
+            except (KeyError, TypeError, ValueError, AttributeError) as x:
+                raise BadArgument(f"{f}: not an alignment run ({type(x).__name__}: {x})") from None
         try:
             doc = al.merge_runs(docs)
+            a = al.analyse(doc)
         except ValueError as x:
             raise BadArgument(str(x)) from None
-        a = al.analyse(doc)
+        except (KeyError, TypeError, AttributeError, IndexError) as x:     # JSON of the wrong shape
+            raise BadArgument(f"{' '.join(args.run)}: not an alignment run ({type(x).__name__}: {x})") from None
         if args.summary:
             prov = _provenance(args.provenance)
             print(al.write_summary(doc, args.summary, prov or None), file=sys.stderr)
@@ -293,10 +314,14 @@ def cmd_alignment(args) -> int:
 
 def cmd_sass_survey(args) -> int:
     from ..wmma import alignment as al
+    if args.out:
+        from . import check_writable
+        check_writable(args.out, "--out")
     try:
         print(al.write_survey(args.out))
-    except RuntimeError as e:
-        raise BadArgument(str(e)) from None
+    except RuntimeError as e:            # no ptxas / cuobjdump: the survey could not run (3)
+        print(f"ptx-formal: wmma sass-survey: {e}", file=sys.stderr)
+        return 3
     return 0
 
 
@@ -387,6 +412,5 @@ def register(sub) -> None:
     q.set_defaults(func=cmd_sass_survey)
 
     def _help(args) -> int:
-        p.print_help(sys.stderr)
-        return 2
+        raise BadArgument("ptx-formal wmma: name a SUBCOMMAND: " + ", ".join(ws.choices) + " (see --help)")
     p.set_defaults(func=_help)

@@ -262,8 +262,9 @@ def selector_out_of_range(form: Form | str, sel: int | None = None) -> Counterex
         own = fm.owner(eff)[(0, 0)]
         src = int(rd.source.eval({"lane": own[0], "sel": sel, "nsel": nsel}))
         sources.append((eff, src, own[1]))
-    if sources[0][1:] == sources[1][1:]:
-        raise AssertionError("the two selector readings read the same bits")
+    if sources[0][1:] == sources[1][1:]:    # e.g. sel = 2^31: both readings land on the group's own lane
+        raise BadArgument(f"selector {sel}: the readings {rds[0].id} and {rds[1].id} read the same metadata bits, "
+                          f"so no witness tells them apart")
     lo = 4 * sources[0][2]
     n1, n2 = z3.BitVec("nib1", 8), z3.BitVec("nib2", 8)
     legal = lambda x: z3.Or([x == v for v in fm.legal_nibbles])  # noqa: E731

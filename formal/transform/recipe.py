@@ -131,12 +131,26 @@ def _bits(s) -> int:
     return int(m.group(1))
 
 
+MAX_ELEMENTS, MAX_BITS = 1 << 20, 64      # bounds checked before anything is allocated
+
+
+def _check_size(kind: str, rows: int, cols: int, bits: int | None = None) -> None:
+    if not (0 < rows and 0 < cols and rows * cols <= MAX_ELEMENTS):
+        raise TransformError(f"{kind} endpoint: {rows}x{cols} is not a size this tool handles "
+                             f"(positive, at most {MAX_ELEMENTS} elements)")
+    if bits is not None and not 0 < bits <= MAX_BITS:
+        raise TransformError(f"{kind} endpoint: element size {bits} bits is not in 1..{MAX_BITS}")
+
+
 def endpoint(d: dict, base_dir: str = "."):
+    if not isinstance(d, dict):
+        raise TransformError(f"an endpoint must be an object, got {type(d).__name__}")
     kind = d.get("kind")
     label = d.get("label", "")
     try:
         if kind == "tile":
             rows, cols, bits = int(d["rows"]), int(d["cols"]), int(d["bits"])
+            _check_size(kind, rows, cols, bits)
             let = {"rows": str(rows), "cols": str(cols), **dict(d.get("let") or {})}
             m = alg.from_formulas([("row", rows), ("col", cols)], [("offset", 1 << 30)],
                                   {"offset": d["offset"]}, let=let,
@@ -161,6 +175,7 @@ def endpoint(d: dict, base_dir: str = "."):
             bits = int(d["bits"])
             epr = int(d.get("epr", 32 // bits if bits <= 32 else 1))
             rows, cols = int(d["rows"]), int(d["cols"])
+            _check_size(kind, rows, cols, bits)
             let = dict(d.get("let", {}))
             let = {"i": f"reg * {epr} + elem", **let}
             m = alg.from_formulas([("lane", 32), ("reg", len(regs)), ("elem", epr)], [("row", rows), ("col", cols)],
@@ -186,9 +201,13 @@ def endpoint(d: dict, base_dir: str = "."):
             from .cute_tv import cute_endpoint
             return cute_endpoint(d["layout"], int(d["rows"]), int(d["cols"]), list(d["regs"]), int(d["bits"]),
                                  label=label, transpose=bool(d.get("nk", False)))
+    except TransformError:
+        raise
     except KeyError as e:
         raise TransformError(f"{kind} endpoint is missing field {e}") from None
     except (FormulaError, alg.AlgebraError) as e:
+        raise TransformError(f"{kind} endpoint: {e}") from None
+    except (ValueError, TypeError, OverflowError) as e:     # e.g. "rows": "x" in a JSON recipe
         raise TransformError(f"{kind} endpoint: {e}") from None
     raise TransformError(f"unknown endpoint kind {kind!r} (tile, fragment, registers, triton, cute)")
 
@@ -456,24 +475,30 @@ def load(path: str | Path) -> Recipe:
         raise TransformError(f"no such recipe file: {p}")
     if p.is_dir():
         raise TransformError(f"{p} is a directory (give a recipe file)")
-    text = p.read_text()
+    try:
+        text = p.read_bytes().decode("utf-8").replace("\r\n", "\n")
+    except UnicodeDecodeError as e:
+        raise TransformError(f"{p}: not UTF-8 text (byte at offset {e.start})") from None
+    except OSError as e:
+        raise TransformError(f"cannot read {p}: {e.strerror or e}") from None
     if p.suffix == ".json" or text.lstrip().startswith("{"):
         try:
             obj = json.loads(text)
         except json.JSONDecodeError as e:
             raise TransformError(f"{p}: invalid JSON: {e.msg} at line {e.lineno}") from None
+        except RecursionError:
+            raise TransformError(f"{p}: JSON nested too deeply") from None
+        if not isinstance(obj, dict):
+            raise TransformError(f"{p}: a JSON recipe is an object, got {type(obj).__name__}")
         return parse_json(obj, p.stem, str(p), str(p.parent))
     return parse_text(text, p.stem, str(p), str(p.parent))
 
 
 def library_dir() -> Path:
     """The recipe library: <repo>/recipes in a checkout, package data ``formal.recipes`` in a wheel."""
-    repo = Path(__file__).resolve().parent.parent.parent / "recipes"
-    if repo.is_dir():
-        return repo
-    from importlib.resources import files
+    from ..specdata import recipes_dir
 
-    return Path(str(files("formal.recipes")))
+    return recipes_dir()
 
 
 def library() -> list[Recipe]:

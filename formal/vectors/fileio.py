@@ -293,6 +293,8 @@ def parse_hex_line(line: str, form, path: str, lineno: int) -> tuple[dict, dict]
     where = f"{path}:{lineno}"
     if not toks:
         raise VectorError(f"{where}: empty case line")
+    if "=" in toks[0]:            # a result line may leave out the opcode ("d=... # id=N")
+        toks = [form.opcode] + toks
     if toks[0] != form.opcode:
         from ..catalog import parse
 
