@@ -446,10 +446,14 @@ def _malformed(opcode: str, tok: str, why: str, pool: Iterable[str] | None = Non
 def split_instruction(text: str) -> tuple[str, str]:
     """Split 'opcode operands;' into the opcode and the operand text."""
     s = text.strip().rstrip(";").strip()
-    parts = s.split(None, 1)
-    if not parts:
+    if not s:
         raise MalformedOpcode("empty instruction")
-    return parts[0], (parts[1] if len(parts) > 1 else "")
+    # the operands may follow the opcode without a space: CuTe's inline asm writes
+    # "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32{%0, %1, ...}" and ptxas takes it
+    m = re.match(r"([^\s{\[]+)(.*)", s, re.S)
+    if not m:
+        raise MalformedOpcode(f"no opcode in {s[:80]!r}")
+    return m.group(1), m.group(2).strip()
 
 
 def parse(opcode: str) -> Form:
@@ -824,15 +828,19 @@ def check_operands(form: Form, operands: str) -> dict[str, Any]:
                 op = ops[name]
                 _vector(x, f"{what} ({op.count} x .{op.ptx_type})", op.count, dest)
         elif name == "e" or name.startswith("scale-"):
-            _register(x, what)
+            # a register or a one-register vector (CUTLASS writes {%14} for scale-a-data)
+            _register(x[1:-1].strip() if x.startswith("{") and x.endswith("}") else x, what)
         elif name == "f":
             out["sel"] = const_expr(x, "sparsity selector f")
         elif name.startswith("{byte-id"):
             inner = x[1:-1].split(",") if x.startswith("{") and x.endswith("}") else []
             if len(inner) != 2:
                 raise MalformedOpcode(f"{what} must be a pair {{imm, imm}}, got {_clip(x)!r}")
-            out["scale_a" if name.endswith("a}") else "scale_b"] = tuple(
-                const_expr(v, f"{what} element") for v in inner)
+            # "unsigned 16-bit integer values": immediates (range-checked) or 16-bit
+            # registers (CUTLASS 4.2 passes "h" operands; their value is not known here)
+            vals = [None if _REG_RE.fullmatch(v.strip()) else const_expr(v, f"{what} element") for v in inner]
+            if None not in vals:
+                out["scale_a" if name.endswith("a}") else "scale_b"] = tuple(vals)
         elif name == "[p]":
             _address(x, what)
         elif name == "stride":
