@@ -264,6 +264,10 @@ class Form:
     block_scale: bool = False
     satfinite: bool = False
     popc: bool = False
+    # PTX qualifiers no syntax block of these instructions has (specs/spelling.toml
+    # [vocabulary] flags, and "f16.f16" for the four-type f16 wmma.mma spelling): a form
+    # with any is illegal with the syntax rule
+    extra: tuple[str, ...] = ()
 
     # -- geometry ------------------------------------------------------------------
     @cached_property
@@ -316,7 +320,7 @@ class Form:
         out: dict[str, Any] = {"family": self.family}
         for f in fields(self):
             v = getattr(self, f.name)
-            if f.name == "family" or v is None:
+            if f.name == "family" or v is None or (f.name == "extra" and not v):
                 continue
             out[f.name] = v
         if self.block_scale:
@@ -353,6 +357,11 @@ def _dot(*parts: str | None) -> str:
 
 
 def format_form(f: Form) -> str:
+    s = _format_form(f)
+    return s + _dot(*(x for x in f.extra if x != "f16.f16"))
+
+
+def _format_form(f: Form) -> str:
     if f.family in ("mma", "mma.sp"):
         head = "mma" + (f".{f.sparsity}" if f.sparsity else "")
         types = [f.dtype, f.atype, f.btype, f.ctype] + ([f.stype] if f.stype else [])
@@ -368,7 +377,7 @@ def format_form(f: Form) -> str:
         return f"wmma.{op}" + _dot(f.matrix, "sync" if f.sync else None, "aligned" if f.aligned else None,
                                      f.layout, f.shape, f.space, t)
     if f.family == "wmma.mma":
-        if f.atype == "f16" and f.btype == "f16":
+        if f.atype == "f16" and f.btype == "f16" and "f16.f16" not in f.extra:
             types = [f.dtype, f.ctype]          # the f16 syntax names only .dtype.ctype
         else:
             types = [f.dtype, f.atype, f.btype, f.ctype]
@@ -385,16 +394,32 @@ _SHAPE_RE = re.compile(r"^m\d+n\d+k\d+$")
 
 
 def _vocab() -> dict[str, set[str]]:
+    return {k: set(v) for k, v in _vocab_cached().items()}
+
+
+@lru_cache(maxsize=1)
+def _vocab_cached() -> dict[str, frozenset[str]]:
     v = spec().vocab
+    ptx = load_spec("spelling").get("vocabulary", {})
     types = set(v["dtype"]) | set(v["atype"]) | set(v["btype"]) | set(v["ctype"]) | set(v["stype"])
-    return {
-        "shape": set(v["shape"]), "layout": {"row", "col"}, "type": types,
+    out = {
+        "shape": set(v["shape"]), "layout": {"row", "col"}, "type": types | set(ptx.get("type", [])),
         "kind": {f"kind::{k}" for k in v["kind"]},
         "scale_vec": {f"scale_vec::{s}" for s in v["scale_vec"]},
-        "rounding": set(v["rounding"]), "bitop": set(v["bitop"]), "space": set(v["space"]),
+        "rounding": set(v["rounding"]) | set(ptx.get("rounding", [])), "bitop": set(v["bitop"]),
+        "space": set(v["space"]) | set(ptx.get("space", [])),
         "flag": {"sync", "aligned", "block_scale", "satfinite", "popc"},
         "sparsity": set(v["sparsity"]),
+        "ptx_flag": set(ptx.get("flag", [])) - {"sync", "aligned", "block_scale", "satfinite", "popc"},
     }
+    return {k: frozenset(x) for k, x in out.items()}
+
+
+def _order_rule(family: str) -> dict:
+    for r in load_spec("spelling").get("order", []):
+        if family in r["family"]:
+            return r
+    return {"lead": 1, "before": []}
 
 
 def _all_tokens() -> list[str]:
@@ -421,10 +446,14 @@ def _malformed(opcode: str, tok: str, why: str, pool: Iterable[str] | None = Non
 def split_instruction(text: str) -> tuple[str, str]:
     """Split 'opcode operands;' into the opcode and the operand text."""
     s = text.strip().rstrip(";").strip()
-    parts = s.split(None, 1)
-    if not parts:
+    if not s:
         raise MalformedOpcode("empty instruction")
-    return parts[0], (parts[1] if len(parts) > 1 else "")
+    # the operands may follow the opcode without a space: CuTe's inline asm writes
+    # "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32{%0, %1, ...}" and ptxas takes it
+    m = re.match(r"([^\s{\[]+)(.*)", s, re.S)
+    if not m:
+        raise MalformedOpcode(f"no opcode in {s[:80]!r}")
+    return m.group(1), m.group(2).strip()
 
 
 def parse(opcode: str) -> Form:
@@ -447,10 +476,15 @@ def parse(opcode: str) -> Form:
     rest: list[str]
     if head == "mma":
         rest = toks[1:]
-        if rest and rest[0] in vocab["sparsity"]:
-            ax["family"], ax["sparsity"] = "mma.sp", rest[0]
-            rest = rest[1:]
-        elif rest and rest[0].startswith("sp"):
+        # the sparsity variant may stand anywhere after 'mma' (ptxas accepts CUTLASS's
+        # mma.sync.aligned.kind::mxf8f6f4.sp::ordered_metadata...; specs/spelling.toml)
+        sps = [t for t in rest if t in vocab["sparsity"]]
+        if len(sps) > 1:
+            raise MalformedOpcode(f"duplicate sparsity variant in '{op}'", sps[1])
+        if sps:
+            ax["family"], ax["sparsity"] = "mma.sp", sps[0]
+            rest = [t for t in rest if t != sps[0]]
+        elif rest and rest[0].startswith("sp") and rest[0] not in vocab["flag"]:
             raise _malformed(op, rest[0], "unknown sparsity variant", vocab["sparsity"])
         else:
             ax["family"] = "mma"
@@ -477,10 +511,15 @@ def parse(opcode: str) -> Form:
             raise MalformedOpcode(f"duplicate qualifier '.{tok}' in '{op}'", tok)
         seen.add(key)
 
+    extra: list[str] = []
+    _check_order(op, ax["family"], rest, vocab)
     for t in rest:
         if t in vocab["flag"]:
             once(t, t)
             ax[t] = True
+        elif t in vocab["ptx_flag"]:
+            once(t, t)
+            extra.append(t)
         elif _SHAPE_RE.match(t):
             if t not in vocab["shape"]:
                 raise _malformed(op, t, "unknown shape", vocab["shape"])
@@ -505,8 +544,6 @@ def parse(opcode: str) -> Form:
         elif t in vocab["space"]:
             once("space", t)
             ax["space"] = t
-        elif t in vocab["sparsity"]:
-            raise MalformedOpcode(f"sparsity variant '.{t}' must follow 'mma' directly in '{op}'", t)
         else:
             pool = [x for vs in vocab.values() for x in vs]
             if t.startswith("kind::"):
@@ -543,55 +580,310 @@ def parse(opcode: str) -> Form:
             ax["atype"] = ax["btype"] = "f16"   # "For wmma.mma without explicit .atype and .btype: ... implicitly set to .f16"
         elif len(types) == 4:
             ax["dtype"], ax["atype"], ax["btype"], ax["ctype"] = types
+            if types[1] == types[2] == "f16":
+                extra.append("f16.f16")        # the undocumented four-type f16 spelling
         else:
             raise MalformedOpcode(f"wmma.mma takes 2 (.dtype.ctype) or 4 (.dtype.atype.btype.ctype) type qualifiers, got {len(types)} in '{op}'")
     else:
         if len(types) != 1:
             raise MalformedOpcode(f"{fam} takes one type qualifier, got {len(types)} in '{op}'")
         ax[{"a": "atype", "b": "btype", "c": "ctype", "d": "dtype"}[ax["matrix"]]] = types[0]
+    ax["extra"] = tuple(extra)
     return Form(**ax)
 
 
-_IMM = r"(0[xX][0-9a-fA-F]+|\d+)"
+def _check_order(op: str, family: str, rest: list[str], vocab: dict) -> None:
+    """The qualifier-order rules ptxas enforces beyond the positional layouts and types
+    (specs/spelling.toml [[order]]); the lead tokens are checked by the caller."""
+    pools = dict(vocab, popc={"popc"})
+    for first, second in _order_rule(family).get("before", []):
+        i = [k for k, t in enumerate(rest) if t in pools[first]]
+        j = [k for k, t in enumerate(rest) if t in pools[second]]
+        if i and j and i[0] > j[0]:
+            raise MalformedOpcode(f"'.{rest[j[0]]}' must come after '.{rest[i[0]]}' in '{op}' (ptxas rejects the "
+                                  f"other order)", rest[j[0]])
 
 
-def parse_instruction(text: str) -> tuple[Form, dict[str, Any]]:
-    """Parse a whole instruction line; returns the form and the immediates found.
+# ----------------------------------------------------------------------------------
+# whole instructions: operands, checked the way ptxas checks them
 
-    For ``mma.sp`` the sparsity selector ``f`` (the operand after ``e``) is returned as
-    ``sel`` when it is an immediate; for ``.block_scale`` forms the selector pairs
-    ``{byte-id, thread-id}`` are returned as ``scale_a``/``scale_b`` when immediate.
+_MAX_EXPR_DEPTH = 64
+_MAX_LITERAL = 2 ** 64
+
+_TOKEN_RE = re.compile(r"\s*(?:(0[bB][01]+|0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)([uU]?)(?![0-9A-Za-z_.])"
+                       r"|(<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%~!&|^()<>?:]))")
+
+
+def const_expr(text: str, what: str = "immediate") -> int:
+    """Evaluate a PTX integer constant expression (PTX ISA 4.6 "Constant Expressions"):
+    decimal, hex (0x), octal (leading 0), binary (0b) literals with an optional U
+    suffix; unary + - ~ !, the C binary operators, ?: and parentheses, as ptxas takes
+    them for immediate operands.  Raises :class:`MalformedOpcode` for anything else
+    (a register or name, a float, '08', division by zero, runaway nesting).
+
+        >>> const_expr("0x1"), const_expr("01"), const_expr("4-3*1"), const_expr("-1"), const_expr("1U")
+        (1, 1, 1, -1, 1)
     """
-    op, operands = split_instruction(text)
-    form = parse(op)
-    out: dict[str, Any] = {}
-    if not operands:
-        return form, out
-    # top-level comma split (ignore commas inside braces)
+    src = text.strip()
+    toks: list[tuple[str, Any]] = []
+    pos = 0
+    while pos < len(src):
+        if src[pos:].strip() == "":
+            break
+        m = _TOKEN_RE.match(src, pos)
+        if not m:
+            raise MalformedOpcode(f"{what} {text.strip()!r} is not an integer constant expression")
+        if m.group(1) is not None:
+            lit = m.group(1)
+            v = int(lit, 8) if re.fullmatch(r"0[0-7]+", lit) else int(lit, 0)
+            if v >= _MAX_LITERAL:
+                raise MalformedOpcode(f"{what} {text.strip()!r}: literal {lit} does not fit 64 bits")
+            toks.append(("num", v))
+        else:
+            toks.append(("op", m.group(3)))
+        pos = m.end()
+    if not toks:
+        raise MalformedOpcode(f"{what} is empty")
+    i = 0
+
+    def peek() -> str | None:
+        return toks[i][1] if i < len(toks) and toks[i][0] == "op" else None
+
+    def take() -> tuple[str, Any]:
+        nonlocal i
+        if i >= len(toks):
+            raise MalformedOpcode(f"{what} {text.strip()!r} ends early")
+        i += 1
+        return toks[i - 1]
+
+    binops = [("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!="), ("<", ">", "<=", ">="),
+              ("<<", ">>"), ("+", "-"), ("*", "/", "%")]
+
+    def unary(depth: int) -> int:
+        if depth > _MAX_EXPR_DEPTH:
+            raise MalformedOpcode(f"{what} {text.strip()[:40]!r}...: nested too deeply")
+        kind, v = take()
+        if kind == "num":
+            return v
+        if v == "(":
+            x = ternary(depth + 1)
+            if take() != ("op", ")"):
+                raise MalformedOpcode(f"{what} {text.strip()!r}: missing ')'")
+            return x
+        if v in ("-", "+", "~", "!"):
+            x = unary(depth + 1)
+            return {"-": -x, "+": x, "~": ~x, "!": int(not x)}[v]
+        raise MalformedOpcode(f"{what} {text.strip()!r}: unexpected '{v}'")
+
+    def binary(level: int, depth: int) -> int:
+        if level == len(binops):
+            return unary(depth)
+        x = binary(level + 1, depth)
+        while peek() in binops[level]:
+            op = take()[1]
+            y = binary(level + 1, depth)
+            if op in ("/", "%") and y == 0:
+                raise MalformedOpcode(f"{what} {text.strip()!r}: division by zero")
+            if op in ("<<", ">>") and not 0 <= y < 64:
+                raise MalformedOpcode(f"{what} {text.strip()!r}: shift by {y}")
+            x = {"||": lambda: int(bool(x) or bool(y)), "&&": lambda: int(bool(x) and bool(y)),
+                 "|": lambda: x | y, "^": lambda: x ^ y, "&": lambda: x & y,
+                 "==": lambda: int(x == y), "!=": lambda: int(x != y), "<": lambda: int(x < y),
+                 ">": lambda: int(x > y), "<=": lambda: int(x <= y), ">=": lambda: int(x >= y),
+                 "<<": lambda: x << y, ">>": lambda: x >> y, "+": lambda: x + y, "-": lambda: x - y,
+                 "*": lambda: x * y,
+                 "/": lambda: abs(x) // abs(y) * (1 if (x >= 0) == (y >= 0) else -1),
+                 "%": lambda: abs(x) % abs(y) * (1 if x >= 0 else -1)}[op]()
+        return x
+
+    def ternary(depth: int) -> int:
+        c = binary(0, depth)
+        if peek() == "?":
+            take()
+            a = ternary(depth + 1)
+            if take() != ("op", ":"):
+                raise MalformedOpcode(f"{what} {text.strip()!r}: '?' without ':'")
+            b = ternary(depth + 1)
+            return a if c else b
+        return c
+
+    v = ternary(0)
+    if i != len(toks):
+        raise MalformedOpcode(f"{what} {text.strip()!r}: unexpected '{toks[i][1]}'")
+    return v
+
+
+_REG_RE = re.compile(r"%?[A-Za-z_$][A-Za-z0-9_$]*")
+_FLOAT_IMM_RE = re.compile(r"0[fF][0-9a-fA-F]{8}|0[dD][0-9a-fA-F]{16}")
+
+
+def split_operands(text: str) -> list[str]:
+    """Top-level comma split of an operand list (commas inside {} and [] stay)."""
+    if len(text) > 100_000:
+        raise MalformedOpcode("operand list longer than 100,000 characters")
     parts, depth, cur = [], 0, ""
-    for ch in operands:
-        if ch == "{":
+    for ch in text:
+        if ch in "{[":
             depth += 1
-        elif ch == "}":
+            if depth > 1:
+                raise MalformedOpcode(f"nested braces or brackets in operand list {_clip(text)!r}")
+        elif ch in "}]":
             depth -= 1
+            if depth < 0:
+                raise MalformedOpcode(f"unbalanced '{ch}' in operand list {_clip(text)!r}")
         if ch == "," and depth == 0:
             parts.append(cur.strip())
             cur = ""
         else:
             cur += ch
-    if cur.strip():
-        parts.append(cur.strip())
+    if depth:
+        raise MalformedOpcode(f"unclosed '{{' or '[' in operand list {_clip(text)!r}")
+    parts.append(cur.strip())
+    if any(p == "" for p in parts):
+        raise MalformedOpcode(f"empty operand in {_clip(text)!r}")
+    return parts
+
+
+def _clip(s: str, n: int = 80) -> str:
+    s = " ".join(s.split())
+    return s if len(s) <= n else s[:n] + "..."
+
+
+def _register(x: str, what: str) -> str:
+    if not _REG_RE.fullmatch(x) or x == "_":
+        raise MalformedOpcode(f"{what} must be a register, got {_clip(x)!r}")
+    return x
+
+
+def _vector(x: str, what: str, count: int | None, dest: bool) -> list[str]:
+    """A register vector {r0, ...} of exactly ``count`` elements (ptxas: 'Vector expected',
+    'Illegal vector size'); the sink '_' only in a destination, float immediates only in
+    a source."""
+    if not (x.startswith("{") and x.endswith("}")):
+        n = "registers" if count is None else f"{count} register{'s' * (count != 1)}"
+        raise MalformedOpcode(f"{what} must be a vector {{...}} of {n}, got {_clip(x)!r}")
+    items = [t.strip() for t in x[1:-1].split(",")]
+    if any(t == "" for t in items):
+        raise MalformedOpcode(f"{what}: empty element in {_clip(x)!r}")
+    if count is not None and len(items) != count:
+        raise MalformedOpcode(f"{what} must be a vector of {count} register{'s' * (count != 1)}, got {len(items)} in {_clip(x)!r}")
+    for t in items:
+        if t == "_":
+            if not dest:
+                raise MalformedOpcode(f"{what}: the sink '_' is only allowed in the destination")
+        elif _FLOAT_IMM_RE.fullmatch(t):
+            if dest:
+                raise MalformedOpcode(f"{what}: an immediate {t!r} cannot be a destination")
+        else:
+            _register(t, f"{what} element")
+    return items
+
+
+def _address(x: str, what: str) -> str:
+    m = re.fullmatch(r"\[\s*([^\]+\-]+?)\s*(?:([+-])\s*(.+?))?\s*\]", x)
+    if not m:
+        raise MalformedOpcode(f"{what} must be an address [reg], [reg+imm] or [var], got {_clip(x)!r}")
+    base = m.group(1)
+    if not _REG_RE.fullmatch(base):
+        const_expr(base, what)
+    if m.group(3) is not None:
+        const_expr(m.group(2) + m.group(3), f"{what} offset")
+    return x
+
+
+def check_operands(form: Form, operands: str) -> dict[str, Any]:
+    """Check an operand list against ``form`` the way ptxas does: operand count, the
+    register-vector sizes of the form's fragments, registers where registers go, constant
+    expressions where immediates go.  Returns the immediates (``sel``, ``scale_a``,
+    ``scale_b``, ``stride``); raises :class:`MalformedOpcode` naming the operand.
+
+    Register types are not checked (they are declared elsewhere in the module)."""
+    parts = split_operands(operands)
+    try:
+        ops: dict[str, Operand] | None = form.operands
+    except (KeyError, ValueError):
+        ops = None                       # an undocumented form: no fragment sizes to hold it to
+    out: dict[str, Any] = {}
+    if form.family in ("mma", "mma.sp"):
+        names = ["d", "a", "b", "c"] + (["e", "f"] if form.is_sparse else [])
+        if form.block_scale:
+            names += ["scale-a-data", "{byte-id-a, thread-id-a}", "scale-b-data", "{byte-id-b, thread-id-b}"]
+    elif form.family == "wmma.mma":
+        names = ["d", "a", "b", "c"]
+    elif form.family == "wmma.load":
+        names = ["r", "[p]", "stride"]
+    else:
+        names = ["[p]", "r", "stride"]
+    optional = 1 if form.family in ("wmma.load", "wmma.store") else 0
+    if not len(names) - optional <= len(parts) <= len(names):
+        want = f"{len(names) - optional} or {len(names)}" if optional else str(len(names))
+        raise MalformedOpcode(f"{form.family} takes {want} operands ({', '.join(names)}), got {len(parts)}")
+    for name, x in zip(names, parts):
+        what = f"operand {name}"
+        if name in ("d", "a", "b", "c", "r"):
+            dest = name == "d" or (name == "r" and form.family == "wmma.load")
+            if ops is None:
+                _vector(x, what, None, dest)
+            else:
+                op = ops[name]
+                _vector(x, f"{what} ({op.count} x .{op.ptx_type})", op.count, dest)
+        elif name == "e" or name.startswith("scale-"):
+            # a register or a one-register vector (CUTLASS writes {%14} for scale-a-data)
+            _register(x[1:-1].strip() if x.startswith("{") and x.endswith("}") else x, what)
+        elif name == "f":
+            out["sel"] = const_expr(x, "sparsity selector f")
+        elif name.startswith("{byte-id"):
+            inner = x[1:-1].split(",") if x.startswith("{") and x.endswith("}") else []
+            if len(inner) != 2:
+                raise MalformedOpcode(f"{what} must be a pair {{imm, imm}}, got {_clip(x)!r}")
+            # "unsigned 16-bit integer values": immediates (range-checked) or 16-bit
+            # registers (CUTLASS 4.2 passes "h" operands; their value is not known here)
+            vals = [None if _REG_RE.fullmatch(v.strip()) else const_expr(v, f"{what} element") for v in inner]
+            if None not in vals:
+                out["scale_a" if name.endswith("a}") else "scale_b"] = tuple(vals)
+        elif name == "[p]":
+            _address(x, what)
+        elif name == "stride":
+            if not _REG_RE.fullmatch(x):
+                out["stride"] = const_expr(x, "stride")
+    return out
+
+
+def parse_instruction(text: str, strict: bool = True) -> tuple[Form, dict[str, Any]]:
+    """Parse a whole instruction line; returns the form and the immediates found.
+
+    With ``strict`` (default) the operands are checked like ptxas checks them
+    (:func:`check_operands`) and a bad list raises :class:`MalformedOpcode`; without, the
+    immediates are read where they can be and anything else is ignored.  For ``mma.sp``
+    the sparsity selector ``f`` is returned as ``sel``; for ``.block_scale`` forms the
+    selector pairs ``{byte-id, thread-id}`` as ``scale_a``/``scale_b``.
+    """
+    op, operands = split_instruction(text)
+    form = parse(op)
+    if not operands:
+        return form, {}
+    if strict:
+        return form, check_operands(form, operands)
+    out: dict[str, Any] = {}
+    try:
+        parts = split_operands(operands)
+    except MalformedOpcode:
+        return form, out
     nbase = 4
     if form.is_sparse and len(parts) > 5:
-        m = re.fullmatch(_IMM, parts[5])
-        if m:
-            out["sel"] = int(m.group(1), 0)
+        try:
+            out["sel"] = const_expr(parts[5])
+        except MalformedOpcode:
+            pass
         nbase = 6
     if form.block_scale and len(parts) >= nbase + 4:
         for key, idx in (("scale_a", nbase + 1), ("scale_b", nbase + 3)):
-            m = re.fullmatch(r"\{\s*" + _IMM + r"\s*,\s*" + _IMM + r"\s*\}", parts[idx])
-            if m:
-                out[key] = (int(m.group(1), 0), int(m.group(2), 0))
+            m = re.fullmatch(r"\{\s*([^,]+)\s*,\s*([^,]+)\s*\}", parts[idx])
+            try:
+                if m:
+                    out[key] = (const_expr(m.group(1)), const_expr(m.group(2)))
+            except MalformedOpcode:
+                pass
     return form, out
 
 
@@ -621,6 +913,7 @@ class Legality:
     sel: int | None
     reasons: list[Reason] = field(default_factory=list)
     matched: list[str] = field(default_factory=list)   # syntax blocks the form belongs to
+    notes: list[str] = field(default_factory=list)     # e.g. a qualifier order other than the text's
 
     @property
     def ok(self) -> bool:
@@ -639,6 +932,7 @@ class Legality:
             "legal": self.ok,
             "reasons": [r.to_dict() for r in self.reasons],
             "syntax": self.matched,
+            "notes": self.notes,
             "form": self.form.axes() if self.form else None,
             "operands": {k: v.to_dict() for k, v in self.form.operands.items()} if (self.form and self.ok) else None,
         }
@@ -660,6 +954,8 @@ def _block_mismatches(form: Form, blk: SyntaxBlock) -> list[str]:
                     bad.append(ax)
             elif v != "":
                 bad.append(ax)
+    if form.extra:
+        bad.append("extra")
     return bad
 
 
@@ -708,7 +1004,14 @@ def _syntax_reasons_cached(form: Form) -> tuple[Reason, ...]:
         if score != best:
             continue
         for ax in _block_mismatches(form, blk):
-            v = env[ax]
+            v = env.get(ax)
+            if ax == "extra":
+                for x in form.extra:
+                    msg, sec = _extra_reason(form, x, blk)
+                    if msg not in seen:
+                        seen.add(msg)
+                        reasons.append(Reason(msg, sec, "syntax", blk.text))
+                continue
             if ax in ("sync", "aligned") and not v:
                 msg = f"missing mandatory qualifier .{ax}"
             elif ax in blk.values and v in ("", None) and ax in STR_AXES:
@@ -725,6 +1028,14 @@ def _syntax_reasons_cached(form: Form) -> tuple[Reason, ...]:
                 seen.add(msg)
                 reasons.append(Reason(msg, f"{blk.section} (Syntax)", "syntax", blk.text))
     return tuple(reasons)
+
+
+def _extra_reason(form: Form, x: str, blk: SyntaxBlock) -> tuple[str, str]:
+    if x == "f16.f16":
+        d = load_spec("spelling")["wmma_f16_types"]
+        return d["message"].format(dtype=form.dtype, ctype=form.ctype), d["section"]
+    return (f"qualifier .{x} is a PTX qualifier, but no {form.family} syntax allows it "
+            f"('{blk.group}': {blk.text.split(';')[0].strip()})", f"{blk.section} (Syntax)")
 
 
 @lru_cache(maxsize=None)
@@ -871,7 +1182,19 @@ def legality(opcode: str | Form, target: str = "sm_90", ptx: str | float = "9.0"
         res.reasons += _constraint_reasons(form)
         res.reasons += _requirement_reasons(form, t, p)
     res.reasons += _selector_reasons(form, sel, scale_a, scale_b)
+    if isinstance(opcode, str):
+        res.notes += order_notes(split_instruction(opcode)[0], form)
     return res
+
+
+def order_notes(op: str, form: Form) -> list[str]:
+    """A spelling whose qualifiers are the canonical ones in another order: ptxas accepts
+    it (specs/spelling.toml), the text writes only its own order (erratum E-QUALIFIER-ORDER)."""
+    got, canon = op.split("."), form.opcode.split(".")
+    if got == canon or sorted(got) != sorted(canon):
+        return []
+    return [f"qualifier order differs from the text's ({form.opcode}); ptxas accepts this order "
+            f"[erratum E-QUALIFIER-ORDER]"]
 
 
 def is_documented(form: Form) -> bool:

@@ -269,7 +269,7 @@ def as_probe(x: Probe | Form | str) -> Probe:
         return x
     if isinstance(x, Form):
         return Probe(x)
-    form, imm = parse_instruction(x)
+    form, imm = parse_instruction(x, strict=False)
     op = split_instruction(x)[0]
     return Probe(form, sel=imm.get("sel"), scale_a=imm.get("scale_a"), scale_b=imm.get("scale_b"),
                  spelling=None if op == form.opcode else op)

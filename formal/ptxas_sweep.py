@@ -509,7 +509,8 @@ def report_markdown(res: SweepResult) -> str:
              "`formal.legality`. A disagreement must be listed in `specs/errata.toml`.\n")
     L.append("ptxas used:\n")
     for p in res.ptxas:
-        L.append(f"- ptxas {p['version']} (CUDA {p['release']}, highest PTX ISA {p['max_ptx']}; {p['origin']}: `{p['path']}`)")
+        # the origin only ("wheel", "PATH"): a path names the machine that ran the sweep
+        L.append(f"- ptxas {p['version']} (CUDA {p['release']}, highest PTX ISA {p['max_ptx']}; found on {p['origin']})")
     L.append("")
     L.append(f"Categories: {', '.join(CATEGORIES)} (see the module docstring). Wall time {res.seconds:.0f} s.\n")
     # per target summary
@@ -602,7 +603,10 @@ def write_report(res: SweepResult, stem: str) -> tuple[str, str]:
     os.makedirs(os.path.dirname(md) or ".", exist_ok=True)
     with open(md, "w") as f:
         f.write(report_markdown(res))
+    d = res.to_dict()
+    for p in d.get("ptxas", []):
+        p["path"] = os.path.basename(p.get("path", ""))   # no path of the machine that ran it
     with open(js, "w") as f:
-        json.dump(res.to_dict(), f, indent=1, sort_keys=False)
+        json.dump(d, f, indent=1, sort_keys=False)
         f.write("\n")
     return md, js

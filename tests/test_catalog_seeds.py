@@ -114,7 +114,7 @@ def test_extractor_on_a_flattened_text():
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_seed_example(example):
     op, operands = cat.split_instruction(example)
-    form, imm = parse_instruction(example)
+    form, imm = parse_instruction(example, strict=False)   # the text writes placeholders (bidA, ...)
     # round trip: the canonical spelling parses to the same form and prints itself
     assert parse(form.opcode) == form
     assert parse(form.opcode).opcode == form.opcode

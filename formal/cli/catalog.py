@@ -20,6 +20,8 @@ def _legality_text(res: cat.Legality) -> str:
     lines.append(f"  {verdict} on {res.target} with PTX ISA {res.ptx}" + (f" (sel={res.sel})" if res.sel is not None else ""))
     for r in res.reasons:
         lines.append(f"  - {r.message}  [PTX ISA {r.section}]")
+    for n in res.notes:
+        lines.append(f"  note: {n}")
     if res.ok and f is not None:
         lines.append("  registers: " + ", ".join(f"{k}: {o.count} x .{o.ptx_type}" for k, o in f.operands.items()))
         if f.is_sparse:
@@ -44,6 +46,7 @@ def cmd_check(args) -> int:
                        scale_a=_pair(args.scale_a, "--scale-a") or imms.get("scale_a"),
                        scale_b=_pair(args.scale_b, "--scale-b") or imms.get("scale_b"))
     res.opcode = cat.split_instruction(args.opcode)[0]
+    res.notes += cat.order_notes(res.opcode, form)
     print(json.dumps(res.to_dict(), indent=2) if args.json else _legality_text(res))
     return 0 if res.ok else 1
 

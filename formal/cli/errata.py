@@ -9,9 +9,14 @@ from ..catalog import BadArgument
 
 
 def cmd_errata(args) -> int:
-    from ..errata import SOURCES, all_errata, markdown
+    from ..errata import READING, SEVERITIES, SOURCES, all_errata, markdown
 
     es = all_errata()
+    if args.severity:
+        known = list(SEVERITIES) + [READING]
+        if args.severity not in known:
+            raise BadArgument(f"unknown severity {args.severity!r}; known: {', '.join(known)}")
+        es = [e for e in es if e.severity == args.severity]
     if args.source:
         labels = [l for l, _ in SOURCES]
         if args.source not in labels:
@@ -34,7 +39,7 @@ def cmd_errata(args) -> int:
         print(markdown(es))
     else:
         for e in es:
-            print(f"{e.id:34s} {e.source:12s} {e.kind:15s} {e.summary[:110]}")
+            print(f"{e.id:34s} {e.source:12s} {e.severity:19s} {e.summary[:100]}")
         print(f"# {len(es)} errata")
     return 0
 
@@ -44,6 +49,8 @@ def register(sub) -> None:
                        description="Every erratum of the project (specs/errata*.toml, wmma memory readings, "
                                    "silicon findings) with the evidence; --write FILE regenerates proofs/ERRATA.md.")
     p.add_argument("--source", default=None, help="ptxas/text, layout text, wmma memory or silicon")
+    p.add_argument("--severity", default=None,
+                   help="silent-wrong-result, trap, rejected-valid-code, documentation, or reading (the readings list)")
     p.add_argument("--id", default=None, help="show one erratum in full")
     p.add_argument("--json", action="store_true")
     p.add_argument("--write", default=None, metavar="FILE", help="write the markdown list (proofs/ERRATA.md)")
