@@ -45,6 +45,13 @@ def register(sub) -> None:
     a.add_argument("--formula", nargs="+", metavar="NAME=EXPR",
                    help="row=EXPR col=EXPR [product=EXPR] [NAME=EXPR lets] over lane, i, reg, elem")
     a.add_argument("--python", metavar="FILE:FUNC", help="a Python function f(lane, reg, elem) -> (row, col[, product])")
+    a.add_argument("--triton", metavar="TEXT|FILE",
+                   help="a whole Triton layout as Triton prints it: #ttg.linear<{register = .., lane = .., warp = .., "
+                        "block = ..}>, or #ttg.nvidia_mma / #ttg.dot_op (with its '#mma = ...' line, and the "
+                        "tensor<RxCxT, ...> type or --triton-shape); every instruction tile is audited")
+    a.add_argument("--triton-shape", metavar="RxC", help="tensor shape for an encoding pasted without tensor<...>")
+    a.add_argument("--triton-dtype", metavar="T", help="element type (f16, bf16, f32, i8, f8E4M3FN, f8E5M2) for an "
+                                                      "encoding pasted without tensor<...>")
     a.add_argument("--no-bits", action="store_true", help="compare cells only, not bit positions")
     p.set_defaults(func=cmd_layout)
 
@@ -67,6 +74,8 @@ def cmd_layout(args) -> int:
     if not words:
         raise InputError("ptx-formal layout: give an opcode (or --all-figures DIR, or 'audit OPCODE ...')")
     if words[0] == "audit":
+        if len(words) == 1 and args.triton:
+            return cmd_audit_triton(args, None)
         if len(words) != 2:
             raise InputError("usage: ptx-formal layout audit OPCODE --operand X (--cute TV | --table FILE | "
                              "--formula row=... col=... | --python FILE:FUNC)")
@@ -219,6 +228,8 @@ def _load_python(spec: str):
 def cmd_audit(args, opcode: str) -> int:
     from .. import cute
 
+    if args.triton:
+        return cmd_audit_triton(args, opcode)
     if not args.operand:
         raise InputError("layout audit needs --operand")
     form = cat.parse(opcode)
@@ -227,7 +238,7 @@ def cmd_audit(args, opcode: str) -> int:
     ref = L.fragment(form, op, **params)
     given = [x for x in (args.cute, args.table, args.formula, args.python) if x]
     if len(given) != 1:
-        raise InputError("layout audit takes exactly one of --cute, --table, --formula, --python")
+        raise InputError("layout audit takes exactly one of --cute, --table, --formula, --python, --triton")
     if args.cute:
         cand = cute.from_cute(args.cute, form, op, thr_to_lane=args.cute_thr,
                               product_lane_stride=args.cute_product_stride, name="cute", **params)
@@ -269,4 +280,55 @@ def cmd_audit(args, opcode: str) -> int:
                 print(f"  UNKNOWN  {what:16s} {r.reason}")
         print("verdict: " + {"proved": "equal to the spec and bijective",
                              "refuted": "REFUTED", "unknown": "UNKNOWN"}[rep.status])
+    return {"proved": 0, "refuted": 1, "unknown": 3}[rep.status]
+
+
+def _text_or_file(value: str, flag: str) -> str:
+    p = Path(value)
+    if "\n" not in value and len(value) < 4096 and not value.lstrip().startswith(("#", "{", "tensor")) and p.is_file():
+        return p.read_text()
+    if "\n" not in value and not value.lstrip().startswith(("#", "{", "tensor")):
+        raise InputError(f"{flag}: {value!r} is neither Triton layout text nor a file")
+    return value
+
+
+def cmd_audit_triton(args, opcode: str | None) -> int:
+    """Audit every instruction tile of a whole Triton layout."""
+    from .. import triton
+
+    extra = [x for x in (args.cute, args.table, args.formula, args.python) if x]
+    if extra:
+        raise InputError("layout audit takes exactly one of --cute, --table, --formula, --python, --triton")
+    shape = None
+    if args.triton_shape:
+        try:
+            shape = tuple(int(x) for x in args.triton_shape.lower().split("x"))
+        except ValueError:
+            raise InputError(f"--triton-shape: expected RxC, got {args.triton_shape!r}") from None
+    wl = triton.parse_whole(_text_or_file(args.triton, "--triton"), shape=shape, dtype=args.triton_dtype)
+    rep = triton.audit_whole(wl, opcode, args.operand, compare_bits=not args.no_bits, **_params(args))
+    if args.json:
+        print(json.dumps(rep.to_dict(), indent=1))
+    else:
+        print(f"audit {rep.form} operand {rep.operand} against spec entry {rep.spec_entry}: "
+              f"Triton layout of a {rep.shape[0]}x{rep.shape[1]} tensor, {len(rep.tiles)} instruction tiles")
+        print(f"  tile = {rep.how}")
+        for t in rep.tiles:
+            sel = " ".join(f"{k}={v:#x}" for k, v in t.select.items() if v) or "first"
+            head = f"  tile {t.index:>3} at ({t.origin[0]},{t.origin[1]}) [{sel}]"
+            if t.status == "proved":
+                print(f"{head}: PROVED" + (f" (same layout as tile {t.same_as})" if t.same_as is not None else ""))
+            elif t.status == "refuted":
+                print(f"{head}: REFUTED {t.detail} witness: {json.dumps(t.witness)}")
+            else:
+                print(f"{head}: UNKNOWN {t.detail}")
+        c = rep.coverage
+        if c["complete"]:
+            print(f"coverage: every cell of the tensor is held ({'/'.join(map(str, c['copies']))} cop"
+                  f"{'y' if c['copies'] == [1] else 'ies'} each)")
+        else:
+            print(f"coverage: INCOMPLETE, {c['held']} of {c['cells']} cells held; first missing {c['first_missing']}, "
+                  f"first outside {c['first_outside']}")
+        n = sum(t.status == "proved" for t in rep.tiles)
+        print(f"verdict: {n} of {len(rep.tiles)} tiles PROVED" + ("" if rep.status == "proved" else f"; {rep.status.upper()}"))
     return {"proved": 0, "refuted": 1, "unknown": 3}[rep.status]
