@@ -53,6 +53,11 @@ def register(sub) -> None:
     a.add_argument("--triton-dtype", metavar="T", help="element type (f16, bf16, f32, i8, f8E4M3FN, f8E5M2) for an "
                                                       "encoding pasted without tensor<...>")
     a.add_argument("--no-bits", action="store_true", help="compare cells only, not bit positions")
+    q = p.add_argument_group("audit-atom (ptx-formal layout audit-atom OPCODE --a KIND:LAYOUT --b ... --c ...)")
+    for o in ("a", "b", "c"):
+        q.add_argument(f"--{o}", dest=f"atom_{o}", metavar="KIND:LAYOUT",
+                       help=f"operand {o}{'/d' if o == 'c' else ''} as cute:TV, table:FILE, formula:'row=..;col=..', "
+                            "python:FILE:FUNC, triton:TEXT|FILE (its first instruction tile) or spec (default)")
     p.set_defaults(func=cmd_layout)
 
 
@@ -73,6 +78,10 @@ def cmd_layout(args) -> int:
         return all_figures(args.all_figures)
     if not words:
         raise InputError("ptx-formal layout: give an opcode (or --all-figures DIR, or 'audit OPCODE ...')")
+    if words[0] == "audit-atom":
+        if len(words) != 2:
+            raise InputError("usage: ptx-formal layout audit-atom OPCODE --a KIND:LAYOUT --b KIND:LAYOUT --c KIND:LAYOUT")
+        return cmd_audit_atom(args, words[1])
     if words[0] == "audit":
         if len(words) == 1 and args.triton:
             return cmd_audit_triton(args, None)
@@ -331,4 +340,88 @@ def cmd_audit_triton(args, opcode: str | None) -> int:
                   f"first outside {c['first_outside']}")
         n = sum(t.status == "proved" for t in rep.tiles)
         print(f"verdict: {n} of {len(rep.tiles)} tiles PROVED" + ("" if rep.status == "proved" else f"; {rep.status.upper()}"))
+    return {"proved": 0, "refuted": 1, "unknown": 3}[rep.status]
+
+
+ATOM_KINDS = ("cute", "table", "formula", "python", "triton", "spec")
+
+
+def operand_layout(form, op: str, text: str, args=None):
+    """A layout of (form, op) from ``KIND:LAYOUT`` (the audit-atom spelling), or None for 'spec'."""
+    from .. import cute, triton
+
+    kind, _, body = text.partition(":")
+    kind = kind.strip().lower()
+    if kind not in ATOM_KINDS:
+        raise InputError(f"--{op}: expected KIND:LAYOUT with KIND one of {', '.join(ATOM_KINDS)}, got {text[:40]!r}")
+    if kind == "spec":
+        return None
+    if not body.strip():
+        raise InputError(f"--{op}: {kind}: needs a layout after the colon")
+    ref = L.fragment(form, op)
+    if kind == "cute":
+        return cute.from_cute(body, form, op, name=f"cute {op}")
+    if kind == "table":
+        return L.load_table(body, like=ref)
+    if kind == "python":
+        fn = _load_python(body)
+        try:
+            return L.Layout.from_function(fn, like=ref, name=body)
+        except (TypeError, ValueError) as e:
+            raise InputError(f"--{op}: the function failed: {type(e).__name__}: {e}") from None
+    if kind == "formula":
+        kv = {}
+        for item in body.replace(";", " ").split():
+            k, eq, v = item.partition("=")
+            if not eq:
+                raise InputError(f"--{op}: formula: expected NAME=EXPR, got {item!r}")
+            kv[k.strip()] = v.strip()
+        if "row" not in kv or "col" not in kv:
+            raise InputError(f"--{op}: formula needs row=EXPR and col=EXPR")
+        row, col = kv.pop("row"), kv.pop("col")
+        let = dict(L.spec().let)
+        let.update(kv)
+        return L.Layout.from_formulas(row, col, let=let, like=ref, name=f"formula {op}")
+    wl = triton.parse_whole(_text_or_file(body, f"--{op} triton"))
+    found, _, _, _ = triton.tiles(wl, form, op)
+    return found[0][2]
+
+
+def cmd_audit_atom(args, opcode: str) -> int:
+    from .. import atom
+
+    form = cat.parse(opcode)
+    given, lays = {}, {}
+    for op in ("a", "b", "c"):
+        text = getattr(args, f"atom_{op}", None) or "spec"
+        src = "d" if op == "c" and "c" not in form.operands else op
+        given[op] = text if len(text) < 200 else text[:197] + "..."
+        lays[op] = operand_layout(form, src, text, args)
+    if all(v is None for v in lays.values()):
+        raise InputError("layout audit-atom: give at least one of --a, --b, --c")
+    rep = atom.audit_atom(form, lays, given=given)
+    if args.json:
+        print(json.dumps(rep.to_dict(), indent=1))
+    else:
+        print(f"audit-atom {form.opcode}: do A, B and C/D together compute D = A B + C?")
+        for op in ("a", "b", "c"):
+            print(f"  {op}: {given[op]}")
+        for r in rep.results:
+            what = f"{r.obligation.family:15s} {r.obligation.subject.split(' ', 1)[-1]}"
+            if r.status == "proved":
+                print(f"  PROVED   {what} ({r.solver})")
+            elif r.status == "refuted":
+                w = r.witness
+                print(f"  REFUTED  {what}: {w.get('why', json.dumps(w))}")
+            else:
+                print(f"  UNKNOWN  {what}: {r.reason}")
+        if rep.status == "proved":
+            for ax, pi in rep.permutations.items():
+                ident = pi == list(range(len(pi)))
+                print(f"  {ax}: " + ("identity" if ident else "spec -> yours " + " ".join(f"{i}->{v}" for i, v in enumerate(pi))))
+            print("verdict: equivalent: the layouts compute the instruction's product"
+                  + ("" if all(pi == list(range(len(pi))) for pi in rep.permutations.values())
+                     else " (up to the shared relabellings above)"))
+        else:
+            print(f"verdict: {rep.status.upper()}")
     return {"proved": 0, "refuted": 1, "unknown": 3}[rep.status]
