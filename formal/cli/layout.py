@@ -37,7 +37,12 @@ def register(sub) -> None:
     p.add_argument("--byte-id", type=int, help="block-scale byte-id selector (scale_a/scale_b)")
     p.add_argument("--thread-id", type=int, help="block-scale thread-id selector (scale_a/scale_b)")
     a = p.add_argument_group("audit (ptx-formal layout audit OPCODE --operand X ...)")
-    a.add_argument("--cute", metavar="TV", help="a CuTe TV layout '(T,V):(Ts,Vs)' in CuTe's (M,K)/(N,K)/(M,N) convention")
+    a.add_argument("--cute", metavar="TV",
+                   help="a CuTe TV layout '(T,V):(Ts,Vs)' in CuTe's (M,K)/(N,K)/(M,N) convention; sparse A as CuTe "
+                        "writes it (logical M x K, converted to the compressed M x K/2), SFALayout/SFBLayout with "
+                        "--operand scale_a/scale_b (every selector unless --byte-id/--thread-id), ELayout with "
+                        "--operand e")
+    a.add_argument("--selector", type=int, default=0, metavar="F", help="sparsity selector for --operand e (default 0)")
     a.add_argument("--cute-thr", metavar="LAYOUT", help="CuTe ThrID: thread -> lane layout, e.g. '(4,2):(1,16)'")
     a.add_argument("--cute-product-stride", type=int, metavar="N",
                    help="m8n8k4 .f16: lanes between the products' threads (4 for the sm_70 quad pairs)")
@@ -244,6 +249,10 @@ def cmd_audit(args, opcode: str) -> int:
     form = cat.parse(opcode)
     op = L.normalize_operand(args.operand)
     params = _params(args)
+    if op == "e":
+        return cmd_audit_metadata(args, form)
+    if op.startswith("scale") and args.cute and not params:
+        return cmd_audit_scale_all(args, form, op)
     ref = L.fragment(form, op, **params)
     given = [x for x in (args.cute, args.table, args.formula, args.python) if x]
     if len(given) != 1:
@@ -425,3 +434,51 @@ def cmd_audit_atom(args, opcode: str) -> int:
         else:
             print(f"verdict: {rep.status.upper()}")
     return {"proved": 0, "refuted": 1, "unknown": 3}[rep.status]
+
+
+def cmd_audit_metadata(args, form) -> int:
+    """CuTe's ELayout against the spec's sparse metadata layout."""
+    from .. import cute
+
+    if not args.cute:
+        raise InputError("--operand e (sparse metadata) is audited from a CuTe ELayout: give --cute")
+    rep = cute.audit_metadata(args.cute, form, args.selector)
+    if args.json:
+        print(json.dumps(rep, indent=1))
+    else:
+        print(f"audit {form.opcode} metadata e (selector {args.selector}) against the spec's metadata layout: "
+              f"{rep['cells']} (row, chunk) cells")
+        if rep["status"] == "proved":
+            print(f"  PROVED   every (row, chunk) is supplied by the spec's lane and nibble ({rep['solver']})")
+        elif rep["status"] == "refuted":
+            print(f"  REFUTED  witness: {json.dumps(rep['witness'])}")
+        else:
+            print(f"  UNKNOWN  {rep['detail']}")
+        print(f"verdict: {rep['status'].upper()}")
+    return {"proved": 0, "refuted": 1, "unknown": 3}[rep["status"]]
+
+
+def cmd_audit_scale_all(args, form, op: str) -> int:
+    """A CuTe scale-factor layout holds for every legal (byte-id, thread-id): audit each."""
+    from .. import cute
+
+    out, worst = [], "proved"
+    for prm in L.param_space(form, op):
+        cand = cute.from_cute(args.cute, form, op, name="cute", **prm)
+        rep = L.audit(cand, form, op, compare_bits=not args.no_bits, **prm)
+        out.append((prm, rep))
+        if rep.status == "refuted" or (rep.status == "unknown" and worst == "proved"):
+            worst = rep.status
+    if args.json:
+        print(json.dumps({"form": form.opcode, "operand": op, "status": worst,
+                          "selectors": [dict(rep.to_dict(), params=prm) for prm, rep in out]}, indent=1))
+    else:
+        print(f"audit {form.opcode} operand {op} against spec entry {out[0][1].spec_layout.name}, "
+              f"every legal selector ({len(out)})")
+        for prm, rep in out:
+            sel = ", ".join(f"{k}={v}" for k, v in prm.items())
+            bad = next((r for r in rep.results if r.status != "proved"), None)
+            print(f"  {sel}: " + ("PROVED" if bad is None else f"{bad.status.upper()} {bad.obligation.family} "
+                                  f"{json.dumps(getattr(bad, 'witness', None) or getattr(bad, 'reason', ''))}"))
+        print(f"verdict: {worst.upper()}" if worst != "proved" else f"verdict: PROVED for all {len(out)} selectors")
+    return {"proved": 0, "refuted": 1, "unknown": 3}[worst]
