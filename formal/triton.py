@@ -555,6 +555,13 @@ def tile_bits(wl: WholeLayout, ref, bits: int | None = None) -> tuple[list[int],
             picked = list(range(lo)) + list(range(lo + skip, e + skip))
             if picked[-1] >= len(reg):
                 raise TritonError("the layout has too few registers for Triton's large-kWidth split")
+            if reg[picked[-1]] == [0, 0]:
+                # K smaller than the kWidth tile (its K repeat is a broadcast): the lowering's
+                # "kIters > repK" branch takes the instruction's upper K half from the next
+                # register of the same run and moves the broadcast copies to the end
+                picked[-1] = lo
+                return picked, (f"Triton mma v2 lowering, kWidth {wl.kwidth} > {v} values per register, K smaller "
+                                f"than the kWidth tile: register bits {picked} form one instruction's elements")
             return picked, (f"Triton mma v2 lowering, kWidth {wl.kwidth} > {v} values per register: "
                             f"register bits {picked} form one instruction's elements")
         return list(range(e)), f"Triton mma v2 lowering: the first {n} values of a thread form one instruction"

@@ -229,3 +229,15 @@ def test_cli_audit_atom():
     sparse = "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32"
     with pytest.raises(LayoutError, match="dense mma"):
         atom.audit_atom(sparse, {})
+
+
+def test_kwidth8_with_k_smaller_than_the_tile():
+    """K = 32 < the 64-wide kWidth-8 tile: Triton's layout broadcasts the K repeat and the
+    lowering's 'kIters > repK' branch takes an instruction's upper K half from the same run
+    (MMAv2.cpp); A and B still pair the same k."""
+    ta, bits_a, _, _ = T.tiles(T.parse_whole(enc(0, 8, shape=(16, 32))), F16, "a")
+    tb, bits_b, _, _ = T.tiles(T.parse_whole(enc(1, 8, shape=(32, 8))), F16, "b")
+    assert bits_a == [0, 3, 1] and bits_b == [0, 1]
+    rep = atom.audit_atom(F16, {"a": ta[0][2], "b": tb[0][2]})
+    assert rep.status == "proved"
+    assert rep.permutations["K"] == [8 * (k % 8 // 2) + k % 2 + 2 * (k // 8) for k in range(16)]
