@@ -362,3 +362,77 @@ def audit_metadata(tv: str, form_or_opcode, sel: int = 0, timeout_ms: int = 2000
             "status": status, "solver": "z3+enum", "witness": enum_w,
             "detail": "" if status != "unknown" else f"engines disagree: z3 {zstat}, enumeration {estat}",
             "cells": len(spec_owner)}
+
+
+# ------------------------------------------------------------------------------------------
+# A TiledMMA's (or tiled copy's) TV layout over a whole warp-group / CTA tile
+#
+# CuTe prints a TiledMMA operand as ((ThrV, ThrM, ThrN/K...), (FrgV, RestM, RestK...)) over the
+# tiled operand (A: M x K, B: N x K, C: M x N, column-major): thread t is lane t % 32 of warp
+# t // 32, and the first "FrgV" values of a thread are one instruction's elements (PTX element
+# order), the rest repeat the atom over the tile.  audit_tiled cuts the tile into instruction
+# tiles (warp, value group), audits each against the spec (one proof per distinct local layout)
+# and checks that the tiles cover the tile.
+
+
+def audit_tiled(tv: str, form_or_opcode, operand: str, tile, *, compare_bits: bool = True,
+                timeout_ms: int = 20000, **params):
+    from . import catalog as cat
+    from .layout import audit, normalize_operand
+    from .triton import TileReport, WholeReport
+
+    form = cat.parse(form_or_opcode) if isinstance(form_or_opcode, str) else form_or_opcode
+    op = normalize_operand(operand)
+    ref = fragment(form, op, **params)
+    if op not in ("a", "b", "c", "d") or ref.products > 1:
+        raise LayoutError("tiled CuTe audits cover the a, b, c, d operands of one-product forms")
+    shape, stride = parse(tv)
+    if isinstance(shape, int) or len(shape) != 2:
+        raise LayoutError(f"CuTe TV layout {tv!r}: expected two top-level modes (thread, value)")
+    (ts, vs), (td, vd) = shape, stride
+    nthr, nval = size(ts), size(vs)
+    R, C = (int(x) for x in tile)
+    E = ref.elements
+    if nthr % 32 or nval % E:
+        raise LayoutError(f"CuTe tiled layout has {nthr} threads x {nval} values; expected whole warps x a "
+                          f"multiple of the {E} elements of {ref.name}")
+    t = np.repeat(np.arange(nthr), nval)
+    v = np.tile(np.arange(nval), nthr)
+    idx = evaluate(ts, td, t) + evaluate(vs, vd, v)
+    if (idx < 0).any() or (idx >= R * C).any():
+        raise LayoutError(f"CuTe tiled layout reaches index {int(idx.max())} outside the {R} x {C} tile")
+    if op == "b":                          # CuTe's N x K tile -> PTX K x N
+        rows, cols, shape2 = idx // R, idx % R, (C, R)
+    else:
+        rows, cols, shape2 = idx % R, idx // R, (R, C)
+    held = np.zeros(shape2, dtype=np.int64)
+    np.add.at(held, (rows, cols), 1)
+    reports, seen = [], {}
+    k = 0
+    for w in range(nthr // 32):
+        for g in range(nval // E):
+            sel = (t // 32 == w) & (v // E == g)
+            lanes, ii, rr, cc = t[sel] % 32, v[sel] % E, rows[sel], cols[sel]
+            r0, c0 = int(rr.min()) // ref.rows * ref.rows, int(cc.min()) // ref.cols * ref.cols
+            recs = [(int(a), *divmod(int(b), ref.epr), int(x) - r0, int(y) - c0) for a, b, x, y in zip(lanes, ii, rr, cc)]
+            lay = Layout.from_table(recs, like=ref, name=f"tile {k}", params=dict(ref.params))
+            key = lay.map_key
+            if key in seen:
+                first = reports[seen[key]]
+                reports.append(TileReport(k, {"warp": w, "value_group": g}, (r0, c0), first.status, first.witness,
+                                          first.detail, first.index))
+            else:
+                rep = audit(lay, form, op, compare_bits=compare_bits, timeout_ms=timeout_ms, **params)
+                bad = next((r for r in rep.results if r.status != "proved"), None)
+                seen[key] = len(reports)
+                reports.append(TileReport(k, {"warp": w, "value_group": g}, (r0, c0), rep.status,
+                                          getattr(bad, "witness", None) if bad is not None else None,
+                                          bad.obligation.family if bad is not None else "equal to the spec and bijective",
+                                          None))
+            k += 1
+    miss = np.argwhere(held == 0)
+    cov = {"cells": int(held.size), "held": int((held > 0).sum()), "complete": miss.size == 0,
+           "first_missing": [int(x) for x in miss[0]] if miss.size else None, "first_outside": None,
+           "copies": sorted({int(x) for x in np.unique(held[held > 0])})}
+    how = f"CuTe TiledMMA: warp = thread // 32, the {E} values of each value group form one instruction"
+    return WholeReport(form.opcode, op, ref.name, shape2, list(range(E.bit_length() - 1)), how, reports, cov)

@@ -140,3 +140,36 @@ def test_cli_scale_metadata_and_sparse_a():
     assert rc == 0
     rc, _, err = run("layout", "audit", SP64, "--operand", "e")
     assert rc == 2 and "--cute" in err
+
+
+# A TiledMMA over a CTA tile: SM80_16x8x16_F32F16F16F32_TN with AtomLayout (2,2,1) (4 warps).
+# A as CuTe DSL prints it (NVIDIA/cutlass @7107b055, examples/python/CuTeDSL/blackwell_geforce/
+# dense_gemm/dense_gemm_013_ConvertCuteTypesInScfOps.mlir: the ldmatrix copy made for the MMA's A,
+# layout_copy_tv over tiler [32:1;16:1]); B and C derived the same way from the atom's
+# BLayout/CLayout (mma_traits_sm80.hpp) and the warp tiling.
+TILED = {
+    "a": ("((4,8,2,2),((2,2,2),(1,1))):((64,1,16,0),((32,8,256),(0,0)))", "32x16", 4, [2]),
+    "b": ("((4,8,2,2),(2,2)):((32,1,0,8),(16,128))", "16x16", 4, [2]),
+    "c": ("((4,8,2,2),(2,2)):((64,1,16,256),(32,8))", "32x16", 4, [1]),
+}
+SM80 = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+
+
+@pytest.mark.parametrize("op", sorted(TILED))
+def test_tiled_mma_over_a_cta_tile(op):
+    tv, tile, ntiles, copies = TILED[op]
+    rep = cute.audit_tiled(tv, SM80, op, tuple(int(x) for x in tile.split("x")))
+    assert rep.status == "proved" and len(rep.tiles) == ntiles
+    assert rep.coverage["complete"] and rep.coverage["copies"] == copies
+    rc, out, _ = run("layout", "audit", SM80, "--operand", op, "--cute", tv, "--cute-tile", tile, "--json")
+    assert rc == 0 and json.loads(out)["tiles_proved"] == ntiles
+
+
+def test_tiled_mma_wrong_warp_stride_is_refuted():
+    # the warps in the other order tile C just as well; a warp stride past the tile is refused;
+    # with the value strides exchanged, every tile is refuted
+    assert cute.audit_tiled("((4,8,2,2),(2,2)):((64,1,256,16),(32,8))", SM80, "c", (32, 16)).status == "proved"
+    with pytest.raises(LayoutError, match="outside"):
+        cute.audit_tiled("((4,8,2,2),(2,2)):((64,1,16,512),(32,8))", SM80, "c", (32, 16))
+    rep = cute.audit_tiled("((4,8,2,2),(2,2)):((64,1,16,256),(8,32))", SM80, "c", (32, 16))
+    assert rep.status == "refuted" and all(t.status == "refuted" for t in rep.tiles)

@@ -42,6 +42,9 @@ def register(sub) -> None:
                         "writes it (logical M x K, converted to the compressed M x K/2), SFALayout/SFBLayout with "
                         "--operand scale_a/scale_b (every selector unless --byte-id/--thread-id), ELayout with "
                         "--operand e")
+    a.add_argument("--cute-tile", metavar="RxC",
+                   help="--cute is a TiledMMA's TV layout over an R x C operand tile (A: M x K, B: N x K, C: M x N): "
+                        "every instruction tile (warp, value group) is audited")
     a.add_argument("--selector", type=int, default=0, metavar="F", help="sparsity selector for --operand e (default 0)")
     a.add_argument("--cute-thr", metavar="LAYOUT", help="CuTe ThrID: thread -> lane layout, e.g. '(4,2):(1,16)'")
     a.add_argument("--cute-product-stride", type=int, metavar="N",
@@ -244,6 +247,8 @@ def cmd_audit(args, opcode: str) -> int:
 
     if args.triton:
         return cmd_audit_triton(args, opcode)
+    if args.cute_tile:
+        return cmd_audit_cute_tiled(args, opcode)
     if not args.operand:
         raise InputError("layout audit needs --operand")
     form = cat.parse(opcode)
@@ -325,11 +330,15 @@ def cmd_audit_triton(args, opcode: str | None) -> int:
             raise InputError(f"--triton-shape: expected RxC, got {args.triton_shape!r}") from None
     wl = triton.parse_whole(_text_or_file(args.triton, "--triton"), shape=shape, dtype=args.triton_dtype)
     rep = triton.audit_whole(wl, opcode, args.operand, compare_bits=not args.no_bits, **_params(args))
+    return _print_whole(rep, args, "Triton layout")
+
+
+def _print_whole(rep, args, what: str) -> int:
     if args.json:
         print(json.dumps(rep.to_dict(), indent=1))
     else:
         print(f"audit {rep.form} operand {rep.operand} against spec entry {rep.spec_entry}: "
-              f"Triton layout of a {rep.shape[0]}x{rep.shape[1]} tensor, {len(rep.tiles)} instruction tiles")
+              f"{what} of a {rep.shape[0]}x{rep.shape[1]} tensor, {len(rep.tiles)} instruction tiles")
         print(f"  tile = {rep.how}")
         for t in rep.tiles:
             sel = " ".join(f"{k}={v:#x}" for k, v in t.select.items() if v) or "first"
@@ -482,3 +491,19 @@ def cmd_audit_scale_all(args, form, op: str) -> int:
                                   f"{json.dumps(getattr(bad, 'witness', None) or getattr(bad, 'reason', ''))}"))
         print(f"verdict: {worst.upper()}" if worst != "proved" else f"verdict: PROVED for all {len(out)} selectors")
     return {"proved": 0, "refuted": 1, "unknown": 3}[worst]
+
+
+def cmd_audit_cute_tiled(args, opcode: str) -> int:
+    from .. import cute
+
+    if not (args.cute and args.operand):
+        raise InputError("--cute-tile needs --cute TV and --operand")
+    try:
+        tile = tuple(int(x) for x in args.cute_tile.lower().split("x"))
+    except ValueError:
+        raise InputError(f"--cute-tile: expected RxC, got {args.cute_tile!r}") from None
+    if len(tile) != 2:
+        raise InputError(f"--cute-tile: expected RxC, got {args.cute_tile!r}")
+    rep = cute.audit_tiled(args.cute, cat.parse(opcode), args.operand, tile, compare_bits=not args.no_bits,
+                           **_params(args))
+    return _print_whole(rep, args, "CuTe TiledMMA layout")
