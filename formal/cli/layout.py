@@ -3,6 +3,10 @@
     ptx-formal layout OPCODE [--operand a] [--csv | --md | --json] [--by lane|element|both] [--svg FILE]
     ptx-formal layout --all-figures DIR
     ptx-formal layout audit OPCODE --operand a (--cute TV | --table FILE | --formula row=.. col=.. | --python FILE:FUNC)
+    ptx-formal layout audit [OPCODE] [--operand X] --triton TEXT|FILE     (a whole Triton layout, every tile)
+    ptx-formal layout audit OPCODE --operand X --cute TV --cute-tile RxC  (a CuTe TiledMMA, every tile)
+    ptx-formal layout audit OPCODE --operand scale_a|scale_b|e --cute TV   (SFALayout / SFBLayout / ELayout)
+    ptx-formal layout audit-atom OPCODE --a KIND:LAYOUT --b KIND:LAYOUT --c KIND:LAYOUT
 
 Exit codes: 0 shown / audit proved, 1 audit refuted, 2 bad input, 3 audit unknown.
 """
