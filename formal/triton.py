@@ -546,12 +546,20 @@ def tile_bits(wl: WholeLayout, ref, bits: int | None = None) -> tuple[list[int],
         raise TritonError(f"{ref.name}: {n} elements per lane is not a power of two; no Triton tile")
     if e > len(reg):
         raise TritonError(f"the layout has {1 << len(reg)} values per thread; one {ref.name} tile needs {n}")
-    if wl.kind == "dot" and wl.kwidth:
+    kwidth = wl.kwidth if wl.kind == "dot" else None
+    if wl.kind == "linear" and ref.operand in ("a", "b") and _spec_match(reg, ref) is None:
+        # a dot operand pasted as #ttg.linear: kWidth = the run of unit K steps in the low registers
+        kdim = 1 if ref.operand == "a" else 0
+        run = 0
+        while run < len(reg) and reg[run] == _unit(kdim, 1 << run):
+            run += 1
+        kwidth = 1 << run
+    if kwidth:
         b = bits or _DTYPE_BITS.get((wl.dtype or "").lower().replace("e4m3fn", "e4m3"), ref.elem_bits)
         v = max(32 // b, 1)
-        if wl.kwidth > v:
+        if kwidth > v:
             lo = _log2(v, "values per register")
-            skip = _log2(wl.kwidth, "kWidth") - lo
+            skip = _log2(kwidth, "kWidth") - lo
             picked = list(range(lo)) + list(range(lo + skip, e + skip))
             if picked[-1] >= len(reg):
                 raise TritonError("the layout has too few registers for Triton's large-kWidth split")
@@ -560,23 +568,29 @@ def tile_bits(wl: WholeLayout, ref, bits: int | None = None) -> tuple[list[int],
                 # "kIters > repK" branch takes the instruction's upper K half from the next
                 # register of the same run and moves the broadcast copies to the end
                 picked[-1] = lo
-                return picked, (f"Triton mma v2 lowering, kWidth {wl.kwidth} > {v} values per register, K smaller "
+                return picked, (f"Triton mma v2 lowering, kWidth {kwidth} > {v} values per register, K smaller "
                                 f"than the kWidth tile: register bits {picked} form one instruction's elements")
-            return picked, (f"Triton mma v2 lowering, kWidth {wl.kwidth} > {v} values per register: "
+            return picked, (f"Triton mma v2 lowering, kWidth {kwidth} > {v} values per register: "
                             f"register bits {picked} form one instruction's elements")
         return list(range(e)), f"Triton mma v2 lowering: the first {n} values of a thread form one instruction"
-    sb = _spec_bases(ref)
-    if sb is not None:
-        want = sb[0]
-        picked = []
-        for w in want:
-            hit = [k for k, r in enumerate(reg) if r == w and k not in picked]
-            if not hit:
-                break
-            picked.append(hit[0])
-        else:
-            return picked, f"register bits {picked} carry the spec's element bases"
+    picked = _spec_match(reg, ref)
+    if picked is not None:
+        return picked, f"register bits {picked} carry the spec's element bases"
     return list(range(e)), f"the first {n} values of a thread (no register bits carry the spec's element bases)"
+
+
+def _spec_match(reg: list, ref) -> list[int] | None:
+    """Register bits whose bases are the spec's element bases, in element-bit order, or None."""
+    sb = _spec_bases(ref)
+    if sb is None:
+        return None
+    picked: list[int] = []
+    for w in sb[0]:
+        hit = [k for k, r in enumerate(reg) if r == w and k not in picked]
+        if not hit:
+            return None
+        picked.append(hit[0])
+    return picked
 
 
 @dataclass

@@ -241,3 +241,17 @@ def test_kwidth8_with_k_smaller_than_the_tile():
     rep = atom.audit_atom(F16, {"a": ta[0][2], "b": tb[0][2]})
     assert rep.status == "proved"
     assert rep.permutations["K"] == [8 * (k % 8 // 2) + k % 2 + 2 * (k // 8) for k in range(16)]
+
+
+def test_kwidth8_pasted_as_linear_layouts():
+    """The same operands as Triton prints them after conversion (#ttg.linear): the tile rule
+    finds kWidth from the run of unit K steps, and audit-atom proves the pair."""
+    texts = {op: T.format_attribute(T.parse_whole(enc(i, 8)).bases) for i, op in enumerate("ab")}
+    assert texts["a"].startswith("#ttg.linear<{register = [[0, 1], [0, 2], [0, 4], [8, 0], [0, 32]")
+    for i, op in enumerate("ab"):
+        enc_tiles, _, _, _ = T.tiles(T.parse_whole(enc(i, 8)), F16, op)
+        lin_tiles, _, how, _ = T.tiles(T.parse_whole(texts[op]), F16, op)
+        assert "kWidth 8" in how
+        assert [t[2].map_key for t in enc_tiles] == [t[2].map_key for t in lin_tiles]
+    rc, out, _ = run("layout", "audit-atom", F16, "--a", "triton:" + texts["a"], "--b", "triton:" + texts["b"])
+    assert rc == 0 and "K: spec -> yours 0->0 1->1 2->8 3->9" in out
