@@ -25,12 +25,11 @@ refutation is the lexicographically smallest pair, found by both.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from . import catalog as cat
 from . import prove
 from .layout import Layout, LayoutError, _as_form, fragment
 
@@ -55,10 +54,6 @@ class AtomReport:
                 "permutations": self.permutations, "identity": {k: v == list(range(len(v)))
                                                                   for k, v in self.permutations.items()},
                 "results": [r.to_dict() for r in self.results]}
-
-
-def _pts(lay: Layout) -> dict[str, np.ndarray]:
-    return lay.enumerate()
 
 
 def _same_domain(op: str, cand: Layout, spec: Layout, ob: prove.Obligation) -> Any:

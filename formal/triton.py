@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from . import algebra as alg
 from .algebra import AlgebraError, Map, Proof
