@@ -38,6 +38,10 @@ from .layout import Layout, LayoutError, fragment
 Nested = Any   # int or tuple of Nested
 
 
+class CuteFlagError(LayoutError):
+    """A CuTe atom that needs the thread map flags (--cute-thr, --cute-product-stride)."""
+
+
 def _tokens(text: str) -> list[str]:
     bad = re.search(r"[^()\d,:\s-]", text)
     if bad:
@@ -73,8 +77,10 @@ def _parse_tuple(toks: list[str], pos: int, depth: int = 0) -> tuple[Nested, int
 
 def _normalise(text: str) -> str:
     s = text.strip()
-    if s.startswith("Layout<"):
-        s = re.sub(r"\b(?:cute::)?(?:Shape|Stride)<", "(", s[len("Layout<"):])
+    s = re.sub(r"\b((?:cute::)?(?:Layout|Shape|Stride))\s+<", r"\1<", s)   # 'Shape <' as CuTe's headers space it
+    if s.startswith(("Layout<", "cute::Layout<")):
+        s = s[s.index("<") + 1:]
+        s = re.sub(r"\b(?:cute::)?(?:Shape|Stride)<", "(", s)
         s = s.replace(">", ")")
         s = s[:-1] if s.endswith(")") else s              # the Layout<...> closing bracket
         depth = 0
@@ -148,14 +154,18 @@ def from_cute(tv: str, form_or_opcode, operand: str, *, thr_to_lane: str | None 
     """
     ref = fragment(form_or_opcode, operand, **params)
     op = ref.operand
+    if op in ("scale_a", "scale_b"):
+        return from_cute_scale(tv, form_or_opcode, op, name=name, **params)
     if op not in ("a", "b", "c", "d"):
-        raise LayoutError("CuTe audits cover the a, b, c, d operands")
+        raise LayoutError("CuTe audits cover the a, b, c, d, scale_a, scale_b operands (and metadata: audit_metadata)")
     shape, stride = parse(tv)
     if isinstance(shape, int) or len(shape) != 2:
         raise LayoutError(f"CuTe TV layout {tv!r}: expected two top-level modes (thread, value)")
     (ts, vs), (td, vd) = shape, stride
     nthr, nval = size(ts), size(vs)
     lanes_per_product = ref.lanes // ref.products
+    if op == "a" and _is_sparse(ref) and nval == 2 * ref.elements:
+        return from_cute_sparse_a(tv, form_or_opcode, name=name)
     if nval != ref.elements:
         raise LayoutError(f"CuTe TV layout has {nval} values per thread; {ref.name} has {ref.elements} elements")
     if nthr != lanes_per_product:
@@ -174,9 +184,11 @@ def from_cute(tv: str, form_or_opcode, operand: str, *, thr_to_lane: str | None 
     else:                               # (M, K) or (M, N): column-major
         row, col = idx % R, idx // R
     if ref.products > 1:
-        if product_lane_stride is None:
-            raise LayoutError(f"{ref.name} runs {ref.products} products per warp: give product_lane_stride "
-                              "(lanes between the products' threads, e.g. 4 for the sm_70 quad pairs)")
+        if product_lane_stride is None or not thr_to_lane:
+            raise CuteFlagError(
+                f"{ref.name} runs {ref.products} products per warp: give CuTe's ThrID with --cute-thr "
+                "(e.g. '(4,2):(1,16)' for the sm_70 quad pairs) and the lanes between the products' threads with "
+                "--cute-product-stride (4 for the sm_70 quad pairs)")
         recs = []
         for q in range(ref.products):
             for a, b_, r_, c_ in zip(lane0 + q * product_lane_stride, v, row, col):
@@ -188,10 +200,247 @@ def from_cute(tv: str, form_or_opcode, operand: str, *, thr_to_lane: str | None 
     for rec in recs:
         k = rec[:3]
         if k in seen and seen[k] != rec[3:]:
-            raise LayoutError(f"CuTe layout maps lane {k[0]} value {k[1] * ref.epr + k[2]} twice "
-                              "(thr_to_lane is not injective)")
+            raise CuteFlagError(f"CuTe layout maps lane {k[0]} value {k[1] * ref.epr + k[2]} twice "
+                                "(the --cute-thr map is not injective)")
         seen[k] = rec[3:]
     bad = [r for r in recs if not (0 <= r[0] < ref.lanes)]
     if bad:
-        raise LayoutError(f"CuTe thread-to-lane map sends a thread to lane {bad[0][0]}")
+        raise CuteFlagError(f"CuTe thread-to-lane map (--cute-thr, --cute-product-stride) sends a thread to lane {bad[0][0]}")
     return Layout.from_table(recs, like=ref, name=name, params=dict(ref.params))
+
+
+# ------------------------------------------------------------------------------------------
+# Sparse A, scale factors and metadata as CuTe writes them
+#
+# CuTe's sparse atoms (mma_traits_sm120_sparse.hpp) describe A as the LOGICAL M x K matrix:
+# ``ALayout`` maps (thread, v) to the logical (m, k) of the full K, and each stored element
+# (ValTypeA = sparse_elem<2, T>: one stored value per 2 logical positions) covers two
+# consecutive values v = 2i, 2i + 1.  The spec's A is the COMPRESSED M x K/2 matrix: stored
+# element i sits at column k // 2 of the pair's first logical column k (2:4 keeps 2 of each 4
+# columns; the metadata says which).  from_cute_sparse_a converts: i = v // 2, (m, k) -> (m, k // 2),
+# after checking that both values of a stored element name the same compressed cell.
+#
+# CuTe's scale-factor layouts (SFALayout / SFBLayout, mma_traits_sm120.hpp) map (thread, v) to
+# the logical (m, k) (or (n, k)) whose scale factor the thread supplies; the factor of (m, k) is
+# SF[m][k // VS] with VS = K / (scale factors per row), and modes of stride 0 mark lanes the
+# hardware does not read (they duplicate a reading lane).  The spec's scale_a is M x SF (lanes of
+# the pair thread_id, bytes byte_id ..), scale_b SF x N.  from_cute_scale converts each lane the
+# spec reads: its distinct (m, k // VS) in order are elements byte_id, byte_id + 1, ...
+#
+# CuTe's ELayout maps (thread, v) to the logical (m, k) whose metadata the thread supplies; the
+# 32-bit register holds 8 nibbles, each for K / 8 ... consecutive v, i.e. one chunk of the
+# granularity (4 columns for 2:4, 8 for 4:8).  audit_metadata compares (row, chunk) -> (lane,
+# nibble) with the spec's metadata layout (formal.metadata), by enumeration and by Z3.
+
+
+def _is_sparse(ref) -> bool:
+    e = ref.entry
+    return e is not None and e.file == "fragments_mma_sp"
+
+
+def _tv(tv: str):
+    shape, stride = parse(tv)
+    if isinstance(shape, int) or len(shape) != 2:
+        raise LayoutError(f"CuTe TV layout {tv!r}: expected two top-level modes (thread, value)")
+    (ts, vs), (td, vd) = shape, stride
+    nthr, nval = size(ts), size(vs)
+    if nthr != 32:
+        raise LayoutError(f"CuTe TV layout has {nthr} threads; these atoms have 32")
+    t = np.repeat(np.arange(nthr), nval)
+    v = np.tile(np.arange(nval), nthr)
+    return t, v, evaluate(ts, td, t) + evaluate(vs, vd, v), nval
+
+
+def from_cute_sparse_a(tv: str, form_or_opcode, *, name: str = "cute") -> Layout:
+    """CuTe's sparse ALayout (logical M x K) as the spec's compressed M x K/2 A layout."""
+    ref = fragment(form_or_opcode, "a")
+    if not _is_sparse(ref):
+        raise LayoutError(f"{ref.name} is not a sparse A operand")
+    t, v, idx, nval = _tv(tv)
+    M = ref.rows
+    if nval != 2 * ref.elements:
+        raise LayoutError(f"CuTe sparse ALayout has {nval} logical values per thread; {ref.name} stores "
+                          f"{ref.elements} elements (2 logical values each)")
+    m, k = idx % M, idx // M
+    recs = {}
+    for lane, vv, mm, kk in zip(t.tolist(), v.tolist(), m.tolist(), k.tolist()):
+        i = vv // 2
+        cell = (mm, kk // 2)
+        key = (lane, i)
+        if key in recs and recs[key] != cell:
+            raise LayoutError(f"CuTe sparse ALayout: lane {lane} values {2 * i} and {2 * i + 1} (stored element {i}) "
+                              f"name different compressed cells {recs[key]} and {cell}")
+        recs[key] = cell
+    rows = [(ln, *divmod(i, ref.epr), r, c) for (ln, i), (r, c) in recs.items()]
+    return Layout.from_table(rows, like=ref, name=name, params=dict(ref.params))
+
+
+def from_cute_scale(tv: str, form_or_opcode, operand: str, *, name: str = "cute", **params: int) -> Layout:
+    """CuTe's SFALayout / SFBLayout as the spec's scale_a / scale_b layout (selected lanes only)."""
+    ref = fragment(form_or_opcode, operand, **params)
+    op = ref.operand
+    t, v, idx, nval = _tv(tv)
+    if op == "scale_a":
+        outer, nsf = ref.rows, ref.cols          # M x SF
+    else:
+        outer, nsf = ref.cols, ref.rows          # SF x N
+    if nval % nsf:
+        raise LayoutError(f"CuTe scale-factor layout has {nval} values (K); not a multiple of {nsf} factors per row")
+    vs = nval // nsf                             # SFVecSize: K / factors per row
+    o, k = idx % outer, idx // outer
+    if (k >= nval).any():
+        raise LayoutError(f"CuTe scale-factor layout reaches k = {int(k.max())} beyond K = {nval}")
+    byte_id = ref.params.get("byte_id", 0)
+    held = ref._full["held"].reshape(ref.lanes, ref.nregs, ref.epr)
+    rows = []
+    for lane in range(32):
+        if not held[lane].any():
+            continue                             # a lane the hardware does not read
+        sel = t == lane
+        cells = sorted({(int(a), int(b) // vs) for a, b in zip(o[sel], k[sel])}, key=lambda c: (c[1], c[0]))
+        outs = {c[0] for c in cells}
+        if len(outs) != 1:
+            raise LayoutError(f"CuTe scale-factor layout: lane {lane} supplies factors of {len(outs)} "
+                              f"{'rows' if op == 'scale_a' else 'columns'} {sorted(outs)[:4]}; the hardware reads one")
+        for j, (oo, sf) in enumerate(cells):
+            i = byte_id + j
+            reg, elem = divmod(i, ref.epr)
+            if reg >= ref.nregs:
+                raise LayoutError(f"CuTe scale-factor layout: lane {lane} supplies {len(cells)} factors from byte "
+                                  f"{byte_id}; the register has {ref.nregs * ref.epr}")
+            rows.append((lane, reg, elem, oo, sf) if op == "scale_a" else (lane, reg, elem, sf, oo))
+    return Layout.from_table(rows, like=ref, name=name, params=dict(ref.params))
+
+
+def audit_metadata(tv: str, form_or_opcode, sel: int = 0, timeout_ms: int = 20000) -> dict:
+    """Compare CuTe's ELayout with the spec's metadata layout for selector ``sel``:
+    (row, chunk) -> (lane, nibble).  Enumeration over every (row, chunk), and Z3 on the two
+    maps as tables; returns {"status", "witness", "solver", ...}."""
+    import z3
+
+    from .metadata.spec import meta
+
+    fm = meta(form_or_opcode)
+    t, v, idx, nval = _tv(tv)
+    M, K = fm.rows, fm.k
+    w = fm.gran.width
+    if nval % 8:
+        raise LayoutError(f"CuTe ELayout has {nval} values; the 32-bit metadata register holds 8 nibbles")
+    per_nib = nval // 8
+    m, k = idx % M, idx // M
+    cute_owner: dict = {}
+    for lane, vv, mm, kk in zip(t.tolist(), v.tolist(), m.tolist(), k.tolist()):
+        nib = vv // per_nib
+        cell = (mm, kk // w)
+        cute_owner.setdefault(cell, set()).add((lane, nib))
+    spec_owner = {c: v for c, v in fm.owner(sel).items()}
+    cells = sorted(set(spec_owner) | set(cute_owner))
+    # enumeration: every (row, chunk) the spec reads must be supplied by CuTe at the same lane/nibble
+    enum_w = None
+    for c in cells:
+        sv = spec_owner.get(c)
+        cv = cute_owner.get(c, set())
+        if sv is None or sv not in cv:
+            enum_w = {"row": c[0], "chunk": c[1], "columns": [c[1] * w, c[1] * w + w - 1],
+                      "spec": None if sv is None else {"lane": sv[0], "nibble": sv[1]},
+                      "cute": [{"lane": a, "nibble": b} for a, b in sorted(cv)]}
+            break
+    # Z3: the spec's owner as a function; CuTe's as a relation; is there a cell where they differ?
+    r, ch = z3.BitVecs("row chunk", 16)
+
+    def tab(d, pick):
+        e = z3.BitVecVal(0xFFFF, 16)
+        for (rr, cc), val in d.items():
+            e = z3.If(z3.And(r == rr, ch == cc), z3.BitVecVal(pick(val), 16), e)
+        return e
+
+    spec_t = tab(spec_owner, lambda x: x[0] * 8 + x[1])
+    s = z3.Solver()
+    s.set("timeout", timeout_ms)
+    held = [z3.And(r == rr, ch == cc, z3.Or(*[spec_t == a * 8 + b for a, b in cute_owner.get((rr, cc), set())] or
+                                                [z3.BoolVal(False)]))
+            for (rr, cc) in spec_owner]
+    s.add(z3.ULT(r, M), z3.ULT(ch, K // w), spec_t != 0xFFFF, z3.Not(z3.Or(*held)))
+    zr = s.check()
+    zstat = "proved" if zr == z3.unsat else "refuted" if zr == z3.sat else "unknown"
+    estat = "proved" if enum_w is None else "refuted"
+    status = zstat if zstat == estat else "unknown"
+    return {"form": getattr(form_or_opcode, "opcode", str(form_or_opcode)), "selector": sel,
+            "status": status, "solver": "z3+enum", "witness": enum_w,
+            "detail": "" if status != "unknown" else f"engines disagree: z3 {zstat}, enumeration {estat}",
+            "cells": len(spec_owner)}
+
+
+# ------------------------------------------------------------------------------------------
+# A TiledMMA's (or tiled copy's) TV layout over a whole warp-group / CTA tile
+#
+# CuTe prints a TiledMMA operand as ((ThrV, ThrM, ThrN/K...), (FrgV, RestM, RestK...)) over the
+# tiled operand (A: M x K, B: N x K, C: M x N, column-major): thread t is lane t % 32 of warp
+# t // 32, and the first "FrgV" values of a thread are one instruction's elements (PTX element
+# order), the rest repeat the atom over the tile.  audit_tiled cuts the tile into instruction
+# tiles (warp, value group), audits each against the spec (one proof per distinct local layout)
+# and checks that the tiles cover the tile.
+
+
+def audit_tiled(tv: str, form_or_opcode, operand: str, tile, *, compare_bits: bool = True,
+                timeout_ms: int = 20000, **params):
+    from . import catalog as cat
+    from .layout import normalize_operand
+    from .prove import audit_layout as audit
+    from .triton import TileReport, WholeReport
+
+    form = cat.parse(form_or_opcode) if isinstance(form_or_opcode, str) else form_or_opcode
+    op = normalize_operand(operand)
+    ref = fragment(form, op, **params)
+    if op not in ("a", "b", "c", "d") or ref.products > 1:
+        raise LayoutError("tiled CuTe audits cover the a, b, c, d operands of one-product forms")
+    shape, stride = parse(tv)
+    if isinstance(shape, int) or len(shape) != 2:
+        raise LayoutError(f"CuTe TV layout {tv!r}: expected two top-level modes (thread, value)")
+    (ts, vs), (td, vd) = shape, stride
+    nthr, nval = size(ts), size(vs)
+    R, C = (int(x) for x in tile)
+    E = ref.elements
+    if nthr % 32 or nval % E:
+        raise LayoutError(f"CuTe tiled layout has {nthr} threads x {nval} values; expected whole warps x a "
+                          f"multiple of the {E} elements of {ref.name}")
+    t = np.repeat(np.arange(nthr), nval)
+    v = np.tile(np.arange(nval), nthr)
+    idx = evaluate(ts, td, t) + evaluate(vs, vd, v)
+    if (idx < 0).any() or (idx >= R * C).any():
+        raise LayoutError(f"CuTe tiled layout reaches index {int(idx.max())} outside the {R} x {C} tile")
+    if op == "b":                          # CuTe's N x K tile -> PTX K x N
+        rows, cols, shape2 = idx // R, idx % R, (C, R)
+    else:
+        rows, cols, shape2 = idx % R, idx // R, (R, C)
+    held = np.zeros(shape2, dtype=np.int64)
+    np.add.at(held, (rows, cols), 1)
+    reports, seen = [], {}
+    k = 0
+    for w in range(nthr // 32):
+        for g in range(nval // E):
+            sel = (t // 32 == w) & (v // E == g)
+            lanes, ii, rr, cc = t[sel] % 32, v[sel] % E, rows[sel], cols[sel]
+            r0, c0 = int(rr.min()) // ref.rows * ref.rows, int(cc.min()) // ref.cols * ref.cols
+            recs = [(int(a), *divmod(int(b), ref.epr), int(x) - r0, int(y) - c0) for a, b, x, y in zip(lanes, ii, rr, cc)]
+            lay = Layout.from_table(recs, like=ref, name=f"tile {k}", params=dict(ref.params))
+            key = lay.map_key
+            if key in seen:
+                first = reports[seen[key]]
+                reports.append(TileReport(k, {"warp": w, "value_group": g}, (r0, c0), first.status, first.witness,
+                                          first.detail, first.index))
+            else:
+                rep = audit(lay, form, op, compare_bits=compare_bits, timeout_ms=timeout_ms, **params)
+                bad = next((r for r in rep.results if r.status != "proved"), None)
+                seen[key] = len(reports)
+                reports.append(TileReport(k, {"warp": w, "value_group": g}, (r0, c0), rep.status,
+                                          getattr(bad, "witness", None) if bad is not None else None,
+                                          bad.obligation.family if bad is not None else "equal to the spec and bijective",
+                                          None))
+            k += 1
+    miss = np.argwhere(held == 0)
+    cov = {"cells": int(held.size), "held": int((held > 0).sum()), "complete": miss.size == 0,
+           "first_missing": [int(x) for x in miss[0]] if miss.size else None, "first_outside": None,
+           "copies": sorted({int(x) for x in np.unique(held[held > 0])})}
+    how = f"CuTe TiledMMA: warp = thread // 32, the {E} values of each value group form one instruction"
+    return WholeReport(form.opcode, op, ref.name, shape2, list(range(E.bit_length() - 1)), how, reports, cov)

@@ -7,6 +7,7 @@ The entries live beside the facts they qualify (one source of truth each):
 * ``specs/errata_layout.toml``  fragment-layout text errors (layouts)
 * ``specs/wmma_memory.toml``    wmma memory-semantics ambiguities
 * ``specs/errata_silicon.toml`` H100 findings: silicon vs text, or text silent
+* ``specs/errata_peers.toml``   other projects' layouts / validity rules vs the text
 
 This module reads them all into one list (``ptx-formal errata``, ``proofs/ERRATA.md``).
 """
@@ -25,6 +26,7 @@ SOURCES = (
     ("layout text", "errata_layout"),
     ("wmma memory", "wmma_memory"),
     ("silicon", "errata_silicon"),
+    ("peers", "errata_peers"),
 )
 
 
@@ -148,6 +150,9 @@ def _evidence(e: dict) -> list[str]:
                 out.append(f"ptxas {x.get('ptxas')} {x.get('target')} PTX {x.get('ptx')}: `{x.get('instruction', '')}` {verdict}{msg}")
             else:
                 out.append(str(x))
+    if e.get("file"):
+        out.append(f"{e.get('peer', 'peer')}: {e['file']} line {e.get('line')} at {e.get('commit')}; "
+                   f"upstream: {e.get('upstream_status', '?')}")
     for k in ("witness", "hardware"):
         if e.get(k) and isinstance(e[k], str):
             out.append(f"{k}: {e[k]}")

@@ -3,6 +3,10 @@
     ptx-formal layout OPCODE [--operand a] [--csv | --md | --json] [--by lane|element|both] [--svg FILE]
     ptx-formal layout --all-figures DIR
     ptx-formal layout audit OPCODE --operand a (--cute TV | --table FILE | --formula row=.. col=.. | --python FILE:FUNC)
+    ptx-formal layout audit [OPCODE] [--operand X] --triton TEXT|FILE     (a whole Triton layout, every tile)
+    ptx-formal layout audit OPCODE --operand X --cute TV --cute-tile RxC  (a CuTe TiledMMA, every tile)
+    ptx-formal layout audit OPCODE --operand scale_a|scale_b|e --cute TV   (SFALayout / SFBLayout / ELayout)
+    ptx-formal layout audit-atom OPCODE --a KIND:LAYOUT --b KIND:LAYOUT --c KIND:LAYOUT
 
 Exit codes: 0 shown / audit proved, 1 audit refuted, 2 bad input, 3 audit unknown.
 """
@@ -37,7 +41,15 @@ def register(sub) -> None:
     p.add_argument("--byte-id", type=int, help="block-scale byte-id selector (scale_a/scale_b)")
     p.add_argument("--thread-id", type=int, help="block-scale thread-id selector (scale_a/scale_b)")
     a = p.add_argument_group("audit (ptx-formal layout audit OPCODE --operand X ...)")
-    a.add_argument("--cute", metavar="TV", help="a CuTe TV layout '(T,V):(Ts,Vs)' in CuTe's (M,K)/(N,K)/(M,N) convention")
+    a.add_argument("--cute", metavar="TV",
+                   help="a CuTe TV layout '(T,V):(Ts,Vs)' in CuTe's (M,K)/(N,K)/(M,N) convention; sparse A as CuTe "
+                        "writes it (logical M x K, converted to the compressed M x K/2), SFALayout/SFBLayout with "
+                        "--operand scale_a/scale_b (every selector unless --byte-id/--thread-id), ELayout with "
+                        "--operand e")
+    a.add_argument("--cute-tile", metavar="RxC",
+                   help="--cute is a TiledMMA's TV layout over an R x C operand tile (A: M x K, B: N x K, C: M x N): "
+                        "every instruction tile (warp, value group) is audited")
+    a.add_argument("--selector", type=int, default=0, metavar="F", help="sparsity selector for --operand e (default 0)")
     a.add_argument("--cute-thr", metavar="LAYOUT", help="CuTe ThrID: thread -> lane layout, e.g. '(4,2):(1,16)'")
     a.add_argument("--cute-product-stride", type=int, metavar="N",
                    help="m8n8k4 .f16: lanes between the products' threads (4 for the sm_70 quad pairs)")
@@ -45,7 +57,19 @@ def register(sub) -> None:
     a.add_argument("--formula", nargs="+", metavar="NAME=EXPR",
                    help="row=EXPR col=EXPR [product=EXPR] [NAME=EXPR lets] over lane, i, reg, elem")
     a.add_argument("--python", metavar="FILE:FUNC", help="a Python function f(lane, reg, elem) -> (row, col[, product])")
+    a.add_argument("--triton", metavar="TEXT|FILE",
+                   help="a whole Triton layout as Triton prints it: #ttg.linear<{register = .., lane = .., warp = .., "
+                        "block = ..}>, or #ttg.nvidia_mma / #ttg.dot_op (with its '#mma = ...' line, and the "
+                        "tensor<RxCxT, ...> type or --triton-shape); every instruction tile is audited")
+    a.add_argument("--triton-shape", metavar="RxC", help="tensor shape for an encoding pasted without tensor<...>")
+    a.add_argument("--triton-dtype", metavar="T", help="element type (f16, bf16, f32, i8, f8E4M3FN, f8E5M2) for an "
+                                                      "encoding pasted without tensor<...>")
     a.add_argument("--no-bits", action="store_true", help="compare cells only, not bit positions")
+    q = p.add_argument_group("audit-atom (ptx-formal layout audit-atom OPCODE --a KIND:LAYOUT --b ... --c ...)")
+    for o in ("a", "b", "c"):
+        q.add_argument(f"--{o}", dest=f"atom_{o}", metavar="KIND:LAYOUT",
+                       help=f"operand {o}{'/d' if o == 'c' else ''} as cute:TV, table:FILE, formula:'row=..;col=..', "
+                            "python:FILE:FUNC, triton:TEXT|FILE (its first instruction tile) or spec (default)")
     p.set_defaults(func=cmd_layout)
 
 
@@ -68,7 +92,13 @@ def cmd_layout(args) -> int:
         return all_figures(args.all_figures)
     if not words:
         raise InputError("ptx-formal layout: give an opcode (or --all-figures DIR, or 'audit OPCODE ...')")
+    if words[0] == "audit-atom":
+        if len(words) != 2:
+            raise InputError("usage: ptx-formal layout audit-atom OPCODE --a KIND:LAYOUT --b KIND:LAYOUT --c KIND:LAYOUT")
+        return cmd_audit_atom(args, words[1])
     if words[0] == "audit":
+        if len(words) == 1 and args.triton:
+            return cmd_audit_triton(args, None)
         if len(words) != 2:
             raise InputError("usage: ptx-formal layout audit OPCODE --operand X (--cute TV | --table FILE | "
                              "--formula row=... col=... | --python FILE:FUNC)")
@@ -225,15 +255,23 @@ def _load_python(spec: str):
 def cmd_audit(args, opcode: str) -> int:
     from .. import cute
 
+    if args.triton:
+        return cmd_audit_triton(args, opcode)
+    if args.cute_tile:
+        return cmd_audit_cute_tiled(args, opcode)
     if not args.operand:
         raise InputError("layout audit needs --operand")
     form = cat.parse(opcode)
     op = L.normalize_operand(args.operand)
     params = _params(args)
+    if op == "e":
+        return cmd_audit_metadata(args, form)
+    if op.startswith("scale") and args.cute and not params:
+        return cmd_audit_scale_all(args, form, op)
     ref = L.fragment(form, op, **params)
     given = [x for x in (args.cute, args.table, args.formula, args.python) if x]
     if len(given) != 1:
-        raise InputError("layout audit takes exactly one of --cute, --table, --formula, --python")
+        raise InputError("layout audit takes exactly one of --cute, --table, --formula, --python, --triton")
     if args.cute:
         cand = cute.from_cute(args.cute, form, op, thr_to_lane=args.cute_thr,
                               product_lane_stride=args.cute_product_stride, name="cute", **params)
@@ -280,3 +318,207 @@ def cmd_audit(args, opcode: str) -> int:
         print("verdict: " + {"proved": "equal to the spec and bijective",
                              "refuted": "REFUTED", "unknown": "UNKNOWN"}[rep.status])
     return {"proved": 0, "refuted": 1, "unknown": 3}[rep.status]
+
+
+def _text_or_file(value: str, flag: str) -> str:
+    p = Path(value)
+    if "\n" not in value and len(value) < 4096 and not value.lstrip().startswith(("#", "{", "tensor")) and p.is_file():
+        return p.read_text()
+    if "\n" not in value and not value.lstrip().startswith(("#", "{", "tensor")):
+        raise InputError(f"{flag}: {value!r} is neither Triton layout text nor a file")
+    return value
+
+
+def cmd_audit_triton(args, opcode: str | None) -> int:
+    """Audit every instruction tile of a whole Triton layout."""
+    from .. import triton
+
+    extra = [x for x in (args.cute, args.table, args.formula, args.python) if x]
+    if extra:
+        raise InputError("layout audit takes exactly one of --cute, --table, --formula, --python, --triton")
+    shape = None
+    if args.triton_shape:
+        try:
+            shape = tuple(int(x) for x in args.triton_shape.lower().split("x"))
+        except ValueError:
+            raise InputError(f"--triton-shape: expected RxC, got {args.triton_shape!r}") from None
+    wl = triton.parse_whole(_text_or_file(args.triton, "--triton"), shape=shape, dtype=args.triton_dtype)
+    rep = triton.audit_whole(wl, opcode, args.operand, compare_bits=not args.no_bits, **_params(args))
+    return _print_whole(rep, args, "Triton layout")
+
+
+def _print_whole(rep, args, what: str) -> int:
+    if args.json:
+        print(json.dumps(rep.to_dict(), indent=1))
+    else:
+        print(f"audit {rep.form} operand {rep.operand} against spec entry {rep.spec_entry}: "
+              f"{what} of a {rep.shape[0]}x{rep.shape[1]} tensor, {len(rep.tiles)} instruction tiles")
+        print(f"  tile = {rep.how}")
+        for t in rep.tiles:
+            sel = " ".join(f"{k}={v:#x}" for k, v in t.select.items() if v) or "first"
+            head = f"  tile {t.index:>3} at ({t.origin[0]},{t.origin[1]}) [{sel}]"
+            if t.status == "proved":
+                print(f"{head}: PROVED" + (f" (same layout as tile {t.same_as})" if t.same_as is not None else ""))
+            elif t.status == "refuted":
+                print(f"{head}: REFUTED {t.detail} witness: {json.dumps(t.witness)}")
+            else:
+                print(f"{head}: UNKNOWN {t.detail}")
+        c = rep.coverage
+        if c["complete"]:
+            print(f"coverage: every cell of the tensor is held ({'/'.join(map(str, c['copies']))} cop"
+                  f"{'y' if c['copies'] == [1] else 'ies'} each)")
+        else:
+            print(f"coverage: INCOMPLETE, {c['held']} of {c['cells']} cells held; first missing {c['first_missing']}, "
+                  f"first outside {c['first_outside']}")
+        n = sum(t.status == "proved" for t in rep.tiles)
+        print(f"verdict: {n} of {len(rep.tiles)} tiles PROVED" + ("" if rep.status == "proved" else f"; {rep.status.upper()}"))
+    return {"proved": 0, "refuted": 1, "unknown": 3}[rep.status]
+
+
+ATOM_KINDS = ("cute", "table", "formula", "python", "triton", "spec")
+
+
+def operand_layout(form, op: str, text: str, args=None):
+    """A layout of (form, op) from ``KIND:LAYOUT`` (the audit-atom spelling), or None for 'spec'."""
+    from .. import cute, triton
+
+    kind, _, body = text.partition(":")
+    kind = kind.strip().lower()
+    if kind not in ATOM_KINDS:
+        raise InputError(f"--{op}: expected KIND:LAYOUT with KIND one of {', '.join(ATOM_KINDS)}, got {text[:40]!r}")
+    if kind == "spec":
+        return None
+    if not body.strip():
+        raise InputError(f"--{op}: {kind}: needs a layout after the colon")
+    ref = L.fragment(form, op)
+    if kind == "cute":
+        return cute.from_cute(body, form, op, name=f"cute {op}")
+    if kind == "table":
+        return L.load_table(body, like=ref)
+    if kind == "python":
+        fn = _load_python(body)
+        try:
+            return L.Layout.from_function(fn, like=ref, name=body)
+        except (TypeError, ValueError) as e:
+            raise InputError(f"--{op}: the function failed: {type(e).__name__}: {e}") from None
+    if kind == "formula":
+        kv = {}
+        for item in body.replace(";", " ").split():
+            k, eq, v = item.partition("=")
+            if not eq:
+                raise InputError(f"--{op}: formula: expected NAME=EXPR, got {item!r}")
+            kv[k.strip()] = v.strip()
+        if "row" not in kv or "col" not in kv:
+            raise InputError(f"--{op}: formula needs row=EXPR and col=EXPR")
+        row, col = kv.pop("row"), kv.pop("col")
+        let = dict(L.spec().let)
+        let.update(kv)
+        return L.Layout.from_formulas(row, col, let=let, like=ref, name=f"formula {op}")
+    wl = triton.parse_whole(_text_or_file(body, f"--{op} triton"))
+    found, _, _, _ = triton.tiles(wl, form, op)
+    return found[0][2]
+
+
+def cmd_audit_atom(args, opcode: str) -> int:
+    from .. import atom
+
+    form = cat.parse(opcode)
+    given, lays = {}, {}
+    for op in ("a", "b", "c"):
+        text = getattr(args, f"atom_{op}", None) or "spec"
+        src = "d" if op == "c" and "c" not in form.operands else op
+        given[op] = text if len(text) < 200 else text[:197] + "..."
+        lays[op] = operand_layout(form, src, text, args)
+    if all(v is None for v in lays.values()):
+        raise InputError("layout audit-atom: give at least one of --a, --b, --c")
+    rep = atom.audit_atom(form, lays, given=given)
+    if args.json:
+        print(json.dumps(rep.to_dict(), indent=1))
+    else:
+        print(f"audit-atom {form.opcode}: do A, B and C/D together compute D = A B + C?")
+        for op in ("a", "b", "c"):
+            print(f"  {op}: {given[op]}")
+        for r in rep.results:
+            what = f"{r.obligation.family:15s} {r.obligation.subject.split(' ', 1)[-1]}"
+            if r.status == "proved":
+                print(f"  PROVED   {what} ({r.solver})")
+            elif r.status == "refuted":
+                w = r.witness
+                print(f"  REFUTED  {what}: {w.get('why', json.dumps(w))}")
+            else:
+                print(f"  UNKNOWN  {what}: {r.reason}")
+        if rep.status == "proved":
+            for ax, pi in rep.permutations.items():
+                ident = pi == list(range(len(pi)))
+                print(f"  {ax}: " + ("identity" if ident else "spec -> yours " + " ".join(f"{i}->{v}" for i, v in enumerate(pi))))
+            print("verdict: equivalent: the layouts compute the instruction's product"
+                  + ("" if all(pi == list(range(len(pi))) for pi in rep.permutations.values())
+                     else " (up to the shared relabellings above)"))
+        else:
+            print(f"verdict: {rep.status.upper()}")
+    return {"proved": 0, "refuted": 1, "unknown": 3}[rep.status]
+
+
+def cmd_audit_metadata(args, form) -> int:
+    """CuTe's ELayout against the spec's sparse metadata layout."""
+    from .. import cute
+
+    if not args.cute:
+        raise InputError("--operand e (sparse metadata) is audited from a CuTe ELayout: give --cute")
+    rep = cute.audit_metadata(args.cute, form, args.selector)
+    if args.json:
+        print(json.dumps(rep, indent=1))
+    else:
+        print(f"audit {form.opcode} metadata e (selector {args.selector}) against the spec's metadata layout: "
+              f"{rep['cells']} (row, chunk) cells")
+        if rep["status"] == "proved":
+            print(f"  PROVED   every (row, chunk) is supplied by the spec's lane and nibble ({rep['solver']})")
+        elif rep["status"] == "refuted":
+            print(f"  REFUTED  witness: {json.dumps(rep['witness'])}")
+        else:
+            print(f"  UNKNOWN  {rep['detail']}")
+        print(f"verdict: {rep['status'].upper()}")
+    return {"proved": 0, "refuted": 1, "unknown": 3}[rep["status"]]
+
+
+def cmd_audit_scale_all(args, form, op: str) -> int:
+    """A CuTe scale-factor layout holds for every legal (byte-id, thread-id): audit each."""
+    from .. import cute
+    from ..prove import audit_layout
+
+    out, worst = [], "proved"
+    for prm in L.param_space(form, op):
+        cand = cute.from_cute(args.cute, form, op, name="cute", **prm)
+        rep = audit_layout(cand, form, op, compare_bits=not args.no_bits, **prm)
+        out.append((prm, rep))
+        if rep.status == "refuted" or (rep.status == "unknown" and worst == "proved"):
+            worst = rep.status
+    if args.json:
+        print(json.dumps({"form": form.opcode, "operand": op, "status": worst,
+                          "selectors": [dict(rep.to_dict(), params=prm) for prm, rep in out]}, indent=1))
+    else:
+        print(f"audit {form.opcode} operand {op} against spec entry {out[0][1].spec_layout.name}, "
+              f"every legal selector ({len(out)})")
+        for prm, rep in out:
+            sel = ", ".join(f"{k}={v}" for k, v in prm.items())
+            bad = next((r for r in rep.results if r.status != "proved"), None)
+            print(f"  {sel}: " + ("PROVED" if bad is None else f"{bad.status.upper()} {bad.obligation.family} "
+                                  f"{json.dumps(getattr(bad, 'witness', None) or getattr(bad, 'reason', ''))}"))
+        print(f"verdict: {worst.upper()}" if worst != "proved" else f"verdict: PROVED for all {len(out)} selectors")
+    return {"proved": 0, "refuted": 1, "unknown": 3}[worst]
+
+
+def cmd_audit_cute_tiled(args, opcode: str) -> int:
+    from .. import cute
+
+    if not (args.cute and args.operand):
+        raise InputError("--cute-tile needs --cute TV and --operand")
+    try:
+        tile = tuple(int(x) for x in args.cute_tile.lower().split("x"))
+    except ValueError:
+        raise InputError(f"--cute-tile: expected RxC, got {args.cute_tile!r}") from None
+    if len(tile) != 2:
+        raise InputError(f"--cute-tile: expected RxC, got {args.cute_tile!r}")
+    rep = cute.audit_tiled(args.cute, cat.parse(opcode), args.operand, tile, compare_bits=not args.no_bits,
+                           **_params(args))
+    return _print_whole(rep, args, "CuTe TiledMMA layout")

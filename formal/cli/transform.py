@@ -128,7 +128,7 @@ def _library(args, timeout_ms: int) -> int:
 
 
 def _layout_io(args) -> int:
-    from .. import triton
+    from ..transform import triton
     from ..layout import LayoutError, fragment
     from ..transform import cute_tv
 
@@ -145,8 +145,8 @@ def _layout_io(args) -> int:
         print(json.dumps(out) if args.json else triton.format_attribute(out))
         return 0
     if args.export in ("cute", "cute-nk"):
-        s = cute_tv.export(lay, transpose=args.export == "cute-nk")
-        print(json.dumps({"layout": s, "orientation": "N x K" if args.export == "cute-nk" else "PTX (rows x cols)"})
+        s = cute_tv.export(lay)         # CuTe's orientation (B: N x K), which `layout audit --cute` imports
+        print(json.dumps({"layout": s, "orientation": "N x K" if lay.operand == "b" else "PTX (rows x cols)"})
               if args.json else s)
         return 0
     src = args.check_triton

@@ -110,13 +110,18 @@ def _fmt_mode(modes: list[tuple[int, int]]) -> tuple[str, str]:
     return "(" + ",".join(str(a) for a, _ in modes) + ")", "(" + ",".join(str(b) for _, b in modes) + ")"
 
 
-def export(layout, timeout_ms: int = alg.DEFAULT_TIMEOUT_MS, transpose: bool = False) -> str:
+def export(layout, timeout_ms: int = alg.DEFAULT_TIMEOUT_MS, transpose: bool | None = None) -> str:
     """The CuTe TV layout string of a register layout, proved equal to it.
 
-    PTX orientation by default (A: M x K, B: K x N).  CuTe writes B as N x K: pass
-    ``transpose=True`` to export (col, row) -- e.g. CuTe's BLayout of an mma."""
+    By default in CuTe's own orientation, the one ``layout audit --cute`` imports: A is
+    M x K, C/D M x N, and B (a spec ``Layout`` of operand b) N x K, as CuTe's BLayout.
+    ``transpose=False`` forces the PTX orientation (B: K x N), ``transpose=True`` exports
+    (col, row) of any layout."""
+    from ..layout import Layout
     from .triton import _as_map
 
+    if transpose is None:
+        transpose = isinstance(layout, Layout) and layout.operand == "b"
     m = _as_map(layout)
     if transpose:
         m = m.rename(row="col", col="row")

@@ -25,50 +25,13 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from .. import algebra as alg
 from ..algebra import AlgebraError, Map, Proof
 from ..layout import Layout
+from ..triton import HW_DIMS, TritonError, format_attribute, parse  # noqa: F401  (the text reader lives below transform)
 from .spaces import LayoutMap, RegLayout, TransformError
-
-HW_DIMS = ("register", "lane", "warp", "block")
-
-
-class TritonError(AlgebraError):
-    pass
-
-
-def parse(text_or_obj: str | Mapping) -> dict[str, list[list[int]]]:
-    """Bases from ``#ttg.linear<{...}>`` text, a JSON string, or a dict."""
-    if isinstance(text_or_obj, Mapping):
-        obj = dict(text_or_obj)
-    else:
-        t = str(text_or_obj).strip()
-        m = re.search(r"linear<\{(.*)\}>", t, re.S)
-        if m:
-            body = m.group(1)
-            obj = {}
-            for name, val in re.findall(r"(\w+)\s*=\s*(\[(?:[^\[\]]|\[[^\[\]]*\])*\])", body):
-                obj[name] = json.loads(val)
-        else:
-            try:
-                obj = json.loads(t)
-            except json.JSONDecodeError as e:
-                raise TritonError(f"not a #ttg.linear attribute or JSON bases: {e.msg}") from None
-    if "bases" in obj and isinstance(obj["bases"], Mapping):
-        obj = dict(obj["bases"])
-    out = {}
-    for k, v in obj.items():
-        if k in ("out_dims", "rows", "cols"):
-            continue
-        if not isinstance(v, list) or any(not isinstance(b, list) or any(not isinstance(x, int) for x in b) for b in v):
-            raise TritonError(f"bases of {k!r} must be a list of integer vectors, got {v!r}")
-        out[k] = v
-    if "lane" not in out:
-        raise TritonError("a distributed Triton layout needs lane bases")
-    return out
-
 
 def from_triton_json(bases: str | Mapping, rows: int, cols: int, name: str = "triton") -> Map:
     """The linear map ``(register, lane, warp, block) -> (row, col)`` of Triton bases.
@@ -142,14 +105,6 @@ def export(layout, timeout_ms: int = alg.DEFAULT_TIMEOUT_MS, attribute: bool = F
     if attribute:
         return format_attribute(out)
     return out
-
-
-def format_attribute(bases: Mapping[str, list]) -> str:
-    parts = []
-    for d in list(HW_DIMS) + [k for k in bases if k not in HW_DIMS]:
-        v = bases.get(d, [])
-        parts.append(f"{d} = [" + ", ".join("[" + ", ".join(str(x) for x in b) + "]" for b in v) + "]")
-    return "#ttg.linear<{" + ", ".join(parts) + "}>"
 
 
 def _partial(m: Map) -> dict | None:
