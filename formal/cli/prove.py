@@ -129,6 +129,9 @@ def cmd_prove(args) -> int:
         elif not args.no_report and path is not None:
             path.write_text(text)
             print(f"wrote {path}", file=sys.stderr)
+        elif not args.no_report:
+            print("no report written (an installed copy has no proofs/ directory: give --report FILE)",
+                  file=sys.stderr)
     if args.json:
         print(json.dumps({"summary": P.summarize(results), "seconds": round(wall, 3), "modules": modules,
                           "exit": code, "results": [r.to_dict() for r in results]}, indent=1))

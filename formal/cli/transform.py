@@ -149,8 +149,11 @@ def _layout_io(args) -> int:
         print(json.dumps({"layout": s, "orientation": "N x K" if lay.operand == "b" else "PTX (rows x cols)"})
               if args.json else s)
         return 0
+    from . import read_text
+
     src = args.check_triton
-    text = Path(src).read_text() if Path(src).exists() else src
+    is_file = len(src) < 4096 and "<" not in src and Path(src).is_file()     # else the attribute text itself
+    text = read_text(src, "--check-triton") if is_file else src
     p = triton.check(text, lay)
     print(json.dumps(p.to_dict(), indent=2) if args.json else str(p))
     return _exit(p.status)

@@ -23,11 +23,11 @@ from pathlib import Path
 from ..catalog import BadArgument
 
 
-def _int(s: str) -> int:
+def _int(s: str, what: str = "") -> int:
     try:
         v = int(str(s).replace("_", ""), 0)
     except ValueError:
-        raise BadArgument(f"not an integer: {s!r} (decimal or 0x hex)") from None
+        raise BadArgument(f"{what + ': ' if what else ''}not an integer: {s!r} (decimal or 0x hex)") from None
     return v
 
 
@@ -39,8 +39,8 @@ def _mem():
 def cmd_check(args) -> int:
     from ..wmma.alignment import check_access    # the text's verdict + the sm_90 SASS model's note
 
-    r = check_access(args.opcode, _int(args.ptr), None if args.stride is None else _int(args.stride),
-                       reading=args.reading, fragment_bytes=None if args.fragment_bytes is None else _int(args.fragment_bytes),
+    r = check_access(args.opcode, _int(args.ptr, "--ptr"), None if args.stride is None else _int(args.stride, "--stride"),
+                       reading=args.reading, fragment_bytes=None if args.fragment_bytes is None else _int(args.fragment_bytes, "--fragment-bytes"),
                        points_to=args.points_to)
     print(json.dumps(r.to_dict(), indent=2) if args.json else r.text())
     return 0 if r.legal else 1
@@ -53,9 +53,9 @@ def cmd_strides(args) -> int:
     if not 1 <= args.enumerate <= 1 << 20:
         raise BadArgument(f"--enumerate must be in 1..{1 << 20} (the strides [0, N) the enumeration covers), "
                           f"got {args.enumerate}")
-    s = m.legal_strides(args.opcode, ptr_align=None if args.ptr_align is None else _int(args.ptr_align),
-                        ptr=None if args.ptr is None else _int(args.ptr), reading=args.reading,
-                        fragment_bytes=None if args.fragment_bytes is None else _int(args.fragment_bytes),
+    s = m.legal_strides(args.opcode, ptr_align=None if args.ptr_align is None else _int(args.ptr_align, "--ptr-align"),
+                        ptr=None if args.ptr is None else _int(args.ptr, "--ptr"), reading=args.reading,
+                        fragment_bytes=None if args.fragment_bytes is None else _int(args.fragment_bytes, "--fragment-bytes"),
                         enumerate_strides=args.enumerate)
     if args.json:
         print(json.dumps(s.to_dict(), indent=2))
@@ -78,11 +78,11 @@ def cmd_strides(args) -> int:
 def cmd_address(args) -> int:
     m = _mem()
     v = m.memory_view(args.opcode)
-    r, c = _int(args.row), _int(args.col)
+    r, c = _int(args.row, "--row"), _int(args.col, "--col")
     if not (0 <= r < v.rows and 0 <= c < v.cols):
         raise BadArgument(f"(row, col) = ({r}, {c}) is outside the {v.rows}x{v.cols} matrix of {v.opcode}")
-    stride = v.default_stride if args.stride is None else _int(args.stride)
-    ptr = _int(args.ptr)
+    stride = v.default_stride if args.stride is None else _int(args.stride, "--stride")
+    ptr = _int(args.ptr, "--ptr")
     if ptr < 0 or stride < 0:
         raise BadArgument("ptr and stride must be non-negative")
     a = v.address(r, c, ptr, stride)
