@@ -30,7 +30,7 @@ def bench_recipes(repeat: int) -> list[tuple]:
 
 def bench_algebra(repeat: int) -> list[tuple]:
     from formal import algebra as alg
-    from formal.transform import triton
+    from formal import triton
     from formal.layout import fragment
     from formal.transform import cute_tv, sparse
 

@@ -41,6 +41,11 @@ KNOWN_UNIT_CYCLES = {
     # package.  Closed by moving coverage.py into formal/vectors/ (deferred while issue 15
     # rewrites coverage.py and formal/vectors/).
     frozenset({"formal.coverage", "formal.vectors"}),
+    # formal.triton -> formal.transform.spaces (RegLayout, LayoutMap: to_reg_layout, _as_map);
+    # formal.transform.{recipe,cute_tv} -> formal.triton.  Closed by moving triton.py into
+    # formal/transform/ (deferred while issue 13 extends triton.py: a move now would break its
+    # relative imports at merge).
+    frozenset({"formal.transform", "formal.triton"}),
 }
 
 

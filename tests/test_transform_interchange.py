@@ -5,7 +5,7 @@ import json
 import pytest
 
 from formal import algebra as alg
-from formal.transform import triton
+from formal import triton
 from formal.layout import fragment
 from formal.transform import cute_tv, prove_transform, registers, sparse
 from formal.transform.recipe import endpoint

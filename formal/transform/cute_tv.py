@@ -115,7 +115,7 @@ def export(layout, timeout_ms: int = alg.DEFAULT_TIMEOUT_MS, transpose: bool = F
 
     PTX orientation by default (A: M x K, B: K x N).  CuTe writes B as N x K: pass
     ``transpose=True`` to export (col, row) -- e.g. CuTe's BLayout of an mma."""
-    from .triton import _as_map
+    from ..triton import _as_map
 
     m = _as_map(layout)
     if transpose:

@@ -172,7 +172,7 @@ def endpoint(d: dict, base_dir: str = "."):
                              value_bits=int(d["value_bits"]) if d.get("value_bits") else None,
                              shift=int(d.get("shift", 0)))
         if kind == "triton":
-            from .triton import from_triton_json, to_reg_layout
+            from ..triton import from_triton_json, to_reg_layout
             if "bases" in d:
                 bases = d["bases"]
             else:

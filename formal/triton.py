@@ -27,10 +27,8 @@ import json
 import re
 from typing import Mapping, Sequence
 
-from .. import algebra as alg
-from ..algebra import AlgebraError, Map, Proof
-from ..layout import Layout
-from .spaces import LayoutMap, RegLayout, TransformError
+from . import algebra as alg
+from .algebra import AlgebraError, Map, Proof
 
 HW_DIMS = ("register", "lane", "warp", "block")
 
@@ -91,6 +89,8 @@ def from_triton_json(bases: str | Mapping, rows: int, cols: int, name: str = "tr
 def to_reg_layout(lin: Map, regs: Sequence[str], bits: int, reg_bits: int = 32, label: str = ""):
     """Warp 0 / block 0 of a Triton map as a transform register endpoint; ``register``
     index i is register i // epr, element i % epr with epr = reg_bits // bits."""
+    from .transform.spaces import RegLayout, TransformError
+
     m = lin
     fix = {d.name: 0 for d in m.ins if d.name in ("warp", "block")}
     if fix:
@@ -164,10 +164,15 @@ def _partial(m: Map) -> dict | None:
 def _as_map(layout) -> Map:
     if isinstance(layout, Map):
         return layout
-    if isinstance(layout, RegLayout):
-        return layout.map
-    if isinstance(layout, Layout):
-        return LayoutMap(layout)
+    try:
+        from .transform.spaces import LayoutMap, RegLayout
+        if isinstance(layout, RegLayout):
+            return layout.map
+        from .layout import Layout
+        if isinstance(layout, Layout):
+            return LayoutMap(layout)
+    except ImportError:  # pragma: no cover
+        pass
     raise TritonError(f"cannot export {type(layout).__name__} (need a Layout, RegLayout or Map)")
 
 
