@@ -672,8 +672,6 @@ def _short(args) -> str:
                            for a in args) + ")"
 
 
-@pytest.mark.xfail(strict=True, reason="part C (issue 11): evaluate/evaluate_matrices input validation "
-                                        "(int8/int16 arrays raise OverflowError)")
 def test_hypothesis_api_evaluate():
     dts = st.sampled_from(["u2", "i1", "i2", "u4", "i8", "f4"])
 
