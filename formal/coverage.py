@@ -256,32 +256,35 @@ def solve(ctx: Ctx, point: str, k: int, build: Callable, want: int = 3,
         if record and not sols:
             ctx.not_covered[point] = rec["reason"]
         return list(sols)
+    from .vectors.z3num import fresh_context
+
     t0 = time.perf_counter()
-    s = z3.SolverFor("QF_BV")
-    s.set("random_seed", int(ctx.seed) & 0x7FFFFFFF)
-    s.set("timeout", ctx.timeout_ms)
-    a, b, c = build(s)
-    vs = [x for x in list(a) + list(b) + ([c] if c is not None else [])]
-    sols: list[tuple] = []
-    status = "sat"
-    rejected = 0
-    n = 0
-    while len(sols) < want and n < tries:
-        n += 1
-        r = s.check()
-        if r != z3.sat:
-            if not sols and rejected == 0:
-                status = "unsat" if r == z3.unsat else "unknown"
-            break
-        mdl = s.model()
-        val = lambda x: mdl.eval(x.bv, model_completion=True).as_long()  # noqa: E731
-        av, bvv = [val(x) for x in a], [val(x) for x in b]
-        cv = val(c) if c is not None else 0
-        s.add(z3.Or([x.bv != mdl.eval(x.bv, model_completion=True) for x in vs]))
-        if check is not None and not check(av, bvv, cv):
-            rejected += 1
-            continue
-        sols.append((av, bvv, cv))
+    with fresh_context():   # the answer must not depend on earlier queries
+        s = z3.SolverFor("QF_BV")
+        s.set("random_seed", int(ctx.seed) & 0x7FFFFFFF)
+        s.set("timeout", ctx.timeout_ms)
+        a, b, c = build(s)
+        vs = [x for x in list(a) + list(b) + ([c] if c is not None else [])]
+        sols: list[tuple] = []
+        status = "sat"
+        rejected = 0
+        n = 0
+        while len(sols) < want and n < tries:
+            n += 1
+            r = s.check()
+            if r != z3.sat:
+                if not sols and rejected == 0:
+                    status = "unsat" if r == z3.unsat else "unknown"
+                break
+            mdl = s.model()
+            val = lambda x: mdl.eval(x.bv, model_completion=True).as_long()  # noqa: E731
+            av, bvv = [val(x) for x in a], [val(x) for x in b]
+            cv = val(c) if c is not None else 0
+            s.add(z3.Or([x.bv != mdl.eval(x.bv, model_completion=True) for x in vs]))
+            if check is not None and not check(av, bvv, cv):
+                rejected += 1
+                continue
+            sols.append((av, bvv, cv))
     if not sols and status == "sat":
         status = "rejected" if rejected else "unknown"
     rec = {"status": status, "seconds": round(time.perf_counter() - t0, 4), "solutions": len(sols),

@@ -24,6 +24,10 @@ or an npz with d [T, 32, nd] (D [T, M, N]).
 """
 
 
+#: random warps by default: 8 per input regime (bits, normal, finite, align, extreme, special)
+DEFAULT_COUNT = 48
+
+
 def _wrap(fn):
     from ..evaluate import EvalError
 
@@ -80,7 +84,7 @@ def cmd_vectors(args) -> int:
     h = vs.header
     if out != "-" or args.summary:
         msg = (f"{len(vs)} vectors for {form.opcode} ({h['arch']} model, seed {h['seed']}) -> {out} [{fmt}]; "
-               f"{len(h['points'])} coverage points")
+               f"{len(h['points'])} coverage points; digest {h['digest']}")
         if h["not_covered"]:
             msg += "; not covered: " + "; ".join(f"{p}: {r}" for p, r in h["not_covered"].items())
         if h["dropped"]:
@@ -113,7 +117,9 @@ def register(sub) -> None:
         epilog=GRAMMAR, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("opcode", nargs="?", help="the form (canonical or any accepted spelling)")
     p.add_argument("--arch", default="sm_90", help="arithmetic model for the expected results (default sm_90)")
-    p.add_argument("--count", type=int, default=0, help="random warps on top of the coverage models (default 0)")
+    p.add_argument("--count", type=int, default=DEFAULT_COUNT,
+                   help=f"random warps on top of the coverage models, cycling through the input regimes "
+                        f"(default {DEFAULT_COUNT}: 8 per regime)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--coverage", nargs="+", metavar="NAME", help="only these coverage models (default: all that apply)")
     p.add_argument("--format", choices=("jsonl", "hex", "npz"), default=None,

@@ -68,6 +68,31 @@ class VectorSet:
     def __len__(self) -> int:
         return len(self.cases)
 
+    @property
+    def digest(self) -> str:
+        """sha256 of the vectors themselves (see :func:`digest`)."""
+        return digest(self)
+
+
+def _canon(x) -> bytes:
+    a = np.ascontiguousarray(np.asarray(x).astype("<u8"))
+    return repr(a.shape).encode() + a.tobytes()
+
+
+def digest(vs: "VectorSet") -> str:
+    """sha256 over a canonical serialisation of a vector set: the form, the arch model and
+    every case's id, selector, inputs and expected output (as little-endian uint64 arrays
+    with their shapes).  Annotations (points, why) and solver timings are not part of it:
+    two files with the same digest hold the same vectors, whatever their format."""
+    h = hashlib.sha256()
+    h.update(f"{FORMAT_NAME}|{vs.opcode}|{vs.arch}|{vs.level}|{len(vs.cases)}".encode())
+    for c in vs.cases:
+        h.update(f"|case {c.id} sel={c.sel}".encode())
+        for k in sorted(c.inputs):
+            h.update(f"|{k}".encode() + _canon(c.inputs[k]))
+        h.update(b"|expected" + _canon(c.expected))
+    return "sha256:" + h.hexdigest()
+
 
 def _tool_version() -> str:
     from .. import __version__
@@ -182,5 +207,6 @@ def generate(opcode: str | Form, arch: str = "sm_90", count: int = 0, seed: int 
                    for p, r in sorted(ctx.stats.items())},
         "dropped": dropped,
     }
+    vs.header["digest"] = digest(vs)
     vs.stats = {p: dict(r) for p, r in sorted(ctx.stats.items())}
     return vs
