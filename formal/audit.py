@@ -184,6 +184,11 @@ class AuditReport:
     vectors: Any                          # formal.vectors.VerifyReport
     symbolic: SymbolicResult | None = None
     errors: list[str] = field(default_factory=list)
+    witnesses: list = field(default_factory=list)     # formal.vectors.witness.ElementWitness (reduced)
+    causes: list[dict] = field(default_factory=list)  # root-cause groups (smallest set of mechanisms)
+    failed_elements: int = 0
+    background_points: list[str] = field(default_factory=list)   # fail only through other elements
+    digest: str = ""
 
     @property
     def ok(self) -> bool:
@@ -203,17 +208,63 @@ class AuditReport:
 
     def to_dict(self) -> dict:
         return {"opcode": self.opcode, "arch": self.arch, "model": self.model, "ok": self.ok,
-                "caught_by": self.caught_by, "errors": self.errors, "vectors": self.vectors.to_dict(),
+                "vectors_digest": self.digest, "caught_by": self.caught_by, "errors": self.errors,
+                "failed_elements": self.failed_elements, "causes": self.causes,
+                "background_points": self.background_points,
+                "witnesses": [w.to_dict() for w in self.witnesses], "vectors": self.vectors.to_dict(),
                 "symbolic": asdict(self.symbolic) if self.symbolic else None}
 
     def table(self) -> str:
-        lines = [f"audit of {self.model} against the {self.arch} model: {'PASS' if self.ok else 'FAIL'}",
-                 self.vectors.table()]
+        lines = [f"audit of {self.model} against the {self.arch} model: {'PASS' if self.ok else 'FAIL'}"
+                 + (f"  (vectors {self.digest})" if self.digest else "")]
+        if not self.ok and self.causes:
+            lines.append(f"{self.failed_elements} failing output elements, explained by:")
+            for g in self.causes:
+                lines.append(f"  {g['cause']}: {g['elements']} elements in {len(g['cases'])} cases -- {g['what']}")
+        if self.witnesses:
+            lines.append("element witnesses (reduced: fewest terms that still fail):")
+            for w in self.witnesses:
+                lines += ["  " + x for x in w.lines()]
+        if self.background_points:
+            lines.append("points failing only through other elements of their warps (not their own): "
+                         + ", ".join(self.background_points))
+        lines.append(self.vectors.table(max_mismatches=0 if self.witnesses else 5))
         if self.symbolic is not None:
             lines.append(self.symbolic.line())
         for e in self.errors:
             lines.append(f"error: {e}")
         return "\n".join(lines)
+
+    def markdown(self) -> str:
+        v = self.vectors
+        out = [f"# Audit of `{self.model}`: {'PASS' if self.ok else 'FAIL'}", "",
+               f"* form: `{self.opcode}`", f"* reference: the `{self.arch}` model of ptx-formal",
+               f"* vectors: {v.cases} cases, digest `{self.digest}`",
+               f"* failing cases: {v.failed}; failing output elements: {self.failed_elements}",
+               f"* caught by: {', '.join(f'`{p}`' for p in self.caught_by) or '-'}", ""]
+        if self.causes:
+            out += ["## Root causes (smallest set of known mechanisms reproducing the failures)", "",
+                    "| cause | what | elements | cases | points |", "|---|---|---|---|---|"]
+            for g in self.causes:
+                out.append(f"| `{g['cause']}` | {g['what']} | {g['elements']} | {len(g['cases'])} | "
+                           f"{', '.join(g['points'][:6])}{' ...' if len(g['points']) > 6 else ''} |")
+            out.append("")
+        if self.witnesses:
+            out += ["## Element witnesses", ""]
+            for w in self.witnesses:
+                out.append("```")
+                out += w.lines()
+                out.append("```")
+            out.append("")
+        if self.background_points:
+            out += ["Points failing only through other elements of their warps: "
+                    + ", ".join(f"`{p}`" for p in self.background_points), ""]
+        out += ["## Coverage points", "", "| point | cases | pass | built for it and failing |", "|---|---|---|---|"]
+        for p, r in v.points.items():
+            out.append(f"| `{p}` | {r.cases} | {r.passed} | {r.built_failed or ''} |")
+        for e in self.errors:
+            out.append(f"\nerror: {e}")
+        return "\n".join(out) + "\n"
 
     __str__ = table
 
@@ -345,19 +396,79 @@ def symbolic_search(form: Form, sm: SymbolicModel, arch: str = "sm_90", k_active
 # the entry point
 
 
+def _runner(model: Callable, vs, arch: str):
+    """inputs (a list of dicts like a case's) -> the model's outputs, for the reducer."""
+    from .vectors.build import Case, VectorSet
+
+    def run(inputs, case):
+        cs = [Case(i, vs.opcode, case.sel, [], "", x, np.asarray(case.expected), [], case.level)
+              for i, x in enumerate(inputs)]
+        tmp = VectorSet(vs.opcode, vs.arch, vs.seed, vs.level, cs)
+        got, errs = run_model(model, tmp, arch)
+        if errs:
+            raise RuntimeError(errs[0])
+        return got
+    return run
+
+
+def explain(vs, got, arch, model: Callable | None = None, max_witnesses: int = 8, reduce: bool = True,
+            caught=()):
+    """Element witnesses, root-cause groups and background-only points of a failing run
+    (``model`` enables the reduction; without it, e.g. for a device's result file, the
+    witnesses are the original elements)."""
+    from .vectors.witness import failing_elements, reduce_element, root_causes
+
+    form = vs.form
+    elems = failing_elements(vs, got)
+    try:
+        causes = root_causes(form, arch, elems, vs)
+    except Exception as e:        # grouping is a convenience; the witnesses stand without it
+        causes = [{"cause": "unexplained", "what": f"grouping failed: {type(e).__name__}: {e}",
+                   "elements": len(elems), "cases": sorted({w.case for w in elems}), "points": []}]
+    # witnesses: per cause, then per failing built point, the first element (built ones first)
+    pick = []
+    seen_ids = set()
+
+    def take(w):
+        if id(w) not in seen_ids and len(pick) < max_witnesses:
+            seen_ids.add(id(w))
+            pick.append(w)
+
+    ordered = sorted(elems, key=lambda w: (w.points == ["background"], w.terms))
+    for g in causes:
+        w = next((w for w in ordered if w.cause == g["cause"]), None)
+        if w is not None:
+            take(w)
+    for p in caught:
+        w = next((w for w in ordered if p in w.points), None)
+        if w is not None:
+            take(w)
+    if model is not None and reduce:
+        run = _runner(model, vs, arch)
+        for w in pick:
+            w.reduced = reduce_element(vs, w, run, arch)
+    # points whose failures never involve an element built for them or holding their input
+    direct = {p for w in elems for p in w.points + w.tags}
+    return pick, causes, len(elems), direct
+
+
 def audit(opcode: str | Form, model: Callable, arch: str = "sm_90", count: int = 64, seed: int = 0,
           coverage=None, symbolic: Callable | None = None, k_active: int | None = None,
-          timeout_s: float = 60.0, vectors=None) -> AuditReport:
+          timeout_s: float = 60.0, vectors=None, level: str = "regs", reduce: bool = True,
+          max_witnesses: int = 8) -> AuditReport:
     """Audit ``model`` for ``opcode`` against the ``arch`` model (see the module docstring).
 
     ``symbolic``: a Z3 element model to search with (taken from ``model`` when it is a
     :class:`SymbolicModel`).  ``vectors``: a ready :class:`formal.vectors.VectorSet` to
-    reuse instead of generating (coverage vectors + ``count`` random ones).
+    reuse instead of generating (coverage vectors + ``count`` random ones).  ``level``:
+    ``"matrix"`` calls the model with matrices ``model(opcode, A, B, C) -> D`` (no fragment
+    layouts needed).  Failing elements are reduced (``reduce``) and grouped by root cause.
     """
     from .vectors import compare, generate
 
     form = opcode if isinstance(opcode, Form) else parse(opcode)
-    vs = vectors if vectors is not None else generate(form, arch=arch, count=count, seed=seed, coverage=coverage)
+    vs = vectors if vectors is not None else generate(form, arch=arch, count=count, seed=seed, coverage=coverage,
+                                                     level=level)
     if vs.opcode != form.opcode:
         raise ValueError(f"the vectors are for {vs.opcode}, not {form.opcode}")
     got, errors = run_model(model, vs, arch)
@@ -366,7 +477,13 @@ def audit(opcode: str | Form, model: Callable, arch: str = "sm_90", count: int =
     sres = None
     if sym is not None:
         sres = symbolic_search(form, z3_model(sym), arch, k_active=k_active, timeout_s=timeout_s)
-    return AuditReport(form.opcode, str(arch), getattr(model, "__name__", repr(model)), rep, sres, errors)
+    out = AuditReport(form.opcode, str(getattr(arch, "name", arch)), getattr(model, "__name__", repr(model)), rep,
+                      sres, errors, digest=vs.header.get("digest", "") or vs.digest)
+    if rep.failed and not errors:
+        out.witnesses, out.causes, out.failed_elements, direct = explain(vs, got, arch, model, max_witnesses,
+                                                                         reduce, rep.caught_by)
+        out.background_points = [p for p in rep.failing_points if p not in direct]
+    return out
 
 
 # ``formal.audit(...)``: the module is callable, so ``import formal.audit`` and the

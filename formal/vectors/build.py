@@ -132,10 +132,49 @@ def _d_positions(form: Form) -> dict[tuple[int, int, int], tuple[int, int, int]]
     return out
 
 
+def to_matrix_level(vs: VectorSet) -> VectorSet:
+    """The same vectors as matrices: A [M, K] (sparse: the dense structured-sparse A), B [K, N],
+    C [M, N] and the expected D, one case per product (m8n8k4 .f16 warps hold 4), so a
+    simulator without PTX fragment layouts can run them.  Expected D is recomputed with
+    ``formal.evaluate_matrices`` (for sparse forms the dense A's non-zeros define the
+    metadata); targets keep their row and column."""
+    from ..evaluate import evaluate_matrices
+    from .draft import dense_a
+    from .witness import case_draft
+
+    form = vs.form
+    if vs.level == "matrix":
+        return vs
+    cases: list[Case] = []
+    for c in vs.cases:
+        d = case_draft(form, c)
+        for p in range(d.B.shape[0]):
+            A = dense_a(form, d.A[p], d.nib) if form.is_sparse else d.A[p]
+            inp = {"A": np.asarray(A, np.uint64), "B": np.asarray(d.B[p], np.uint64),
+                   "C": np.asarray(d.C[p], np.uint64)}
+            tg = [{k: v for k, v in t.items() if k not in ("lane", "reg", "elem", "product")}
+                  for t in c.targets if t.get("product", 0) == p]
+            why = c.why + (f" (product {p} of warp case {c.id})" if d.B.shape[0] > 1 else "")
+            cases.append(Case(len(cases), c.opcode, None, list(c.points), why, inp, None, tg, "matrix",  # type: ignore
+                              list(c.seen)))
+    if cases:
+        D = evaluate_matrices(form, np.stack([x.inputs["A"] for x in cases]), np.stack([x.inputs["B"] for x in cases]),
+                              np.stack([x.inputs["C"] for x in cases]), arch=vs.arch)
+        for x, dd in zip(cases, D):
+            x.expected = np.asarray(dd)
+    out = VectorSet(vs.opcode, vs.arch, vs.seed, "matrix", cases)
+    out.header = dict(vs.header, level="matrix", cases=len(cases), from_level="regs")
+    out.header["digest"] = digest(out)
+    out.stats = vs.stats
+    return out
+
+
 def generate(opcode: str | Form, arch: str = "sm_90", count: int = 0, seed: int = 0,
-             coverage: Iterable[str] | None = None, timeout_ms: int = 20000) -> VectorSet:
+             coverage: Iterable[str] | None = None, timeout_ms: int = 20000, level: str = "regs") -> VectorSet:
     """Vectors for one form: every applicable coverage model (or those named) plus
-    ``count`` random warps.  Expected outputs come from ``formal.evaluate`` with ``arch``."""
+    ``count`` random warps.  Expected outputs come from ``formal.evaluate`` with ``arch``.
+    ``level="matrix"``: matrices instead of registers (:func:`to_matrix_level`); forms
+    whose vectors are always matrices (wmma.mma, block scaling) ignore it."""
     from .. import coverage as cov
     from .draft import (check_output, evaluate_inputs, is_matrix_level, observed_points, output_matrix,
                         to_inputs)
@@ -208,5 +247,9 @@ def generate(opcode: str | Form, arch: str = "sm_90", count: int = 0, seed: int 
         "dropped": dropped,
     }
     vs.header["digest"] = digest(vs)
+    if level not in ("regs", "matrix"):
+        raise VectorError(f"level must be 'regs' or 'matrix', not {level!r}")
+    if level == "matrix":
+        return to_matrix_level(vs)
     vs.stats = {p: dict(r) for p, r in sorted(ctx.stats.items())}
     return vs
