@@ -486,6 +486,136 @@ def audit(opcode: str | Form, model: Callable, arch: str = "sm_90", count: int =
     return out
 
 
+# ------------------------------------------------------------------------------------------
+# which published model does a device / simulator behave like?
+
+
+@dataclass
+class IdentifyReport:
+    opcode: str
+    model: str
+    archs: list[str]                         # the models compared (those with a path for the form)
+    mismatches: dict[str, int]               # arch -> failing output elements
+    identified: list[str]                    # archs with no mismatch (several when their records are equal)
+    deviations: dict[str, list]              # arch -> first element witnesses where the model departs from it
+    pairs: dict[str, dict]                   # "x|y" -> {"witnesses": n, "identical": bool}
+    cases: int = 0
+    digest: str = ""
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.identified) and not self.errors
+
+    def to_dict(self) -> dict:
+        return {"opcode": self.opcode, "model": self.model, "identified": self.identified,
+                "mismatches": self.mismatches, "archs": self.archs, "cases": self.cases, "vectors_digest": self.digest,
+                "pairs": self.pairs, "errors": self.errors,
+                "deviations": {k: [w.to_dict() for w in v] for k, v in self.deviations.items()}}
+
+    def table(self) -> str:
+        best = sorted(self.archs, key=lambda a: self.mismatches.get(a, 1 << 30))
+        lines = [f"identify {self.model} on {self.opcode}: "
+                 + (f"behaves like {', '.join(self.identified)}" if self.identified else
+                    f"matches no model; closest {best[0]} ({self.mismatches[best[0]]} elements differ)"),
+                 f"  {self.cases} model-distinguishing cases (vectors {self.digest})"]
+        for a in best:
+            lines.append(f"  {a:8s} {self.mismatches[a]:6d} differing elements")
+            for w in self.deviations.get(a, [])[:1]:
+                lines += ["      " + x for x in w.lines()]
+        same = [k for k, v in self.pairs.items() if v["identical"]]
+        if same:
+            lines.append("  identical records (no input can tell them apart): " + ", ".join(same))
+        none = [k for k, v in self.pairs.items() if not v["identical"] and not v["witnesses"]]
+        if none:
+            lines.append("  no distinguishing input found for: " + ", ".join(none))
+        for e in self.errors:
+            lines.append(f"error: {e}")
+        return "\n".join(lines)
+
+    __str__ = table
+
+
+def distinguishing_vectors(opcode: str | Form, archs=None, seed: int = 0, want: int = 2, level: str = "regs"):
+    """Vectors on which every pair of architecture models (that serve the form) differ:
+    (VectorSet with sm_90 expectations, {pair: {"witnesses", "identical"}}, archs)."""
+    from .numerics.archs import MODELS
+    from .vectors.build import _seed_for, from_drafts
+    from .vectors import distinguish as X
+    from .vectors.draft import Canvas
+
+    form = opcode if isinstance(opcode, Form) else parse(opcode)
+    names = [a for a in (archs or list(MODELS)) if X.supports(form, a)]
+    pool = X.Pool(form, _seed_for(seed, form.opcode, "identify"))
+    pairs: dict[str, dict] = {}
+    placed = []
+    for i, x in enumerate(names):
+        for y in names[i + 1:]:
+            key = f"{x}|{y}"
+            if X.same_record(form, x, y):
+                pairs[key] = {"witnesses": 0, "identical": True}
+                continue
+            ws = X.search(form, x, y, pool=pool, want=want)
+            pairs[key] = {"witnesses": len(ws), "identical": False}
+            placed += [(f"distinguish:{x}|{y}", w) for w in ws]
+    drafts = []
+    cv = None
+    pts: list[str] = []
+    for pt, w in placed:
+        if cv is None:
+            cv = Canvas(form, _seed_for(seed, form.opcode, f"identify|{len(drafts)}"), "zero")
+            pts = []
+        nz = [k for k in range(len(w.a)) if w.a[k] or w.b[k]]
+        cv.place(len(cv.targets), [(w.a[k], w.b[k]) for k in nz], w.c, point=pt, positions=nz)
+        if pt not in pts:
+            pts.append(pt)
+        if len(cv.targets) >= cv.slots:
+            drafts.append(cv.draft(pts, "inputs on which two architecture models differ"))
+            cv = None
+    if cv is not None and cv.targets:
+        drafts.append(cv.draft(pts, "inputs on which two architecture models differ"))
+    ref = "sm_90" if "sm_90" in names else names[0]
+    vs = from_drafts(form, ref, seed, drafts, level=level, header={"purpose": "identify", "archs": names})
+    return vs, pairs, names
+
+
+def identify(opcode: str | Form, model: Callable, archs=None, seed: int = 0, level: str = "regs",
+             max_deviations: int = 2) -> IdentifyReport:
+    """Which of the evaluator's architecture models ``model`` behaves like, on vectors built
+    to tell every pair apart, and where it departs from each."""
+    from .vectors.build import Case, VectorSet
+    from .vectors.draft import evaluate_inputs, is_matrix_level
+    from .vectors.witness import evaluate_inputs_level, failing_elements
+
+    form = opcode if isinstance(opcode, Form) else parse(opcode)
+    vs, pairs, names = distinguishing_vectors(form, archs, seed, level=level)
+    name = getattr(model, "__name__", repr(model))
+    rep = IdentifyReport(form.opcode, name, names, {}, [], {}, pairs, len(vs.cases), vs.header.get("digest", ""))
+    if not vs.cases:
+        rep.identified = list(names)
+        rep.mismatches = {a: 0 for a in names}
+        return rep
+    got, errors = run_model(model, vs, str(names[0]))
+    if errors:
+        rep.errors = errors
+        return rep
+    for a in names:
+        inputs = [c.inputs for c in vs.cases]
+        if vs.level == "matrix" and not is_matrix_level(form):
+            exp = evaluate_inputs_level(form, inputs, [None] * len(inputs), a, "matrix")
+        else:
+            exp = evaluate_inputs(form, inputs, [c.sel for c in vs.cases], a)
+        va = VectorSet(vs.opcode, a, vs.seed, vs.level,
+                       [Case(c.id, c.opcode, c.sel, c.points, c.why, c.inputs, np.asarray(e), c.targets, c.level)
+                        for c, e in zip(vs.cases, exp)])
+        el = failing_elements(va, got)
+        rep.mismatches[a] = len(el)
+        if el:
+            rep.deviations[a] = sorted(el, key=lambda w: w.terms)[:max_deviations]
+    rep.identified = [a for a in names if rep.mismatches[a] == 0]
+    return rep
+
+
 # ``formal.audit(...)``: the module is callable, so ``import formal.audit`` and the
 # attribute ``formal.audit`` both work as the issue spells them.
 class _CallableModule(types.ModuleType):

@@ -132,6 +132,33 @@ def _d_positions(form: Form) -> dict[tuple[int, int, int], tuple[int, int, int]]
     return out
 
 
+def from_drafts(form: Form, arch, seed: int, drafts: list, level: str = "regs", header: dict | None = None) -> VectorSet:
+    """A vector set from ready drafts (expected outputs from the evaluator for ``arch``)."""
+    from .draft import evaluate_inputs, is_matrix_level, to_inputs
+
+    inputs = to_inputs(form, drafts, _seed_for(seed, form.opcode, "registers"))
+    sels = [d.sel if form.is_sparse else None for d in drafts]
+    expected = evaluate_inputs(form, inputs, sels, arch)
+    lvl = "matrix" if is_matrix_level(form) else "regs"
+    pos = {} if lvl == "matrix" else _d_positions(form)
+    cases = []
+    for i, (d, inp, exp) in enumerate(zip(drafts, inputs, expected)):
+        tg = []
+        for t in d.targets:
+            rec = {"point": t.point, "product": t.p, "row": t.m, "col": t.n, "check": t.check}
+            if lvl == "regs":
+                lane, reg, el = pos[(t.p, t.m, t.n)]
+                rec.update(lane=lane, reg=reg, elem=el)
+            tg.append(rec)
+        cases.append(Case(i, form.opcode, d.sel if form.is_sparse else None, list(d.points), d.why, inp,
+                          np.asarray(exp), tg, lvl))
+    vs = VectorSet(form.opcode, getattr(arch, "name", str(arch)), seed, lvl, cases)
+    vs.header = dict(header or {}, format=FORMAT_NAME, version=FORMAT_VERSION, tool=f"ptx-formal {_tool_version()}",
+                     opcode=form.opcode, arch=vs.arch, seed=seed, level=lvl, cases=len(cases))
+    vs.header["digest"] = digest(vs)
+    return to_matrix_level(vs) if level == "matrix" else vs
+
+
 def to_matrix_level(vs: VectorSet) -> VectorSet:
     """The same vectors as matrices: A [M, K] (sparse: the dense structured-sparse A), B [K, N],
     C [M, N] and the expected D, one case per product (m8n8k4 .f16 warps hold 4), so a

@@ -80,6 +80,10 @@ def supports(form: Form, model) -> bool:
 
     arch = model.arch if isinstance(model, Mutant) else model
     try:
+        if isinstance(arch, str):
+            from ..evaluate import check_available
+
+            check_available(form, arch)          # the instruction exists on that target
         m = get_model(arch)
         m.path(form.atype, form.btype, form.ctype, form.dtype, form.kind, scaled=bool(form.block_scale),
                shape=form.mnk)
