@@ -75,7 +75,7 @@ def cmd_vectors(args) -> int:
     if args.coverage:
         cov = [c for item in args.coverage for c in item.split(",") if c]
     vs = _wrap(lambda: V.generate(form, arch=args.arch, count=args.count, seed=args.seed, coverage=cov,
-                                  timeout_ms=int(args.timeout * 1000)))
+                                  timeout_ms=int(args.timeout * 1000), level=args.level))
     out = args.output or "-"
     fmt = V.fileio.infer_format(out, args.format)
     if fmt == "npz" and out == "-":
@@ -121,6 +121,9 @@ def register(sub) -> None:
                    help=f"random warps on top of the coverage models, cycling through the input regimes "
                         f"(default {DEFAULT_COUNT}: 8 per regime)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--level", choices=("regs", "matrix"), default="regs",
+                   help="registers (default) or matrices A, B, C -> D (mma forms too: a simulator without PTX "
+                        "fragment layouts runs them; wmma and block-scaled forms are always matrices)")
     p.add_argument("--coverage", nargs="+", metavar="NAME", help="only these coverage models (default: all that apply)")
     p.add_argument("--format", choices=("jsonl", "hex", "npz"), default=None,
                    help="output format (default: from the -o extension, else jsonl)")

@@ -229,6 +229,9 @@ def generate(opcode: str | Form, arch: str = "sm_90", count: int = 0, seed: int 
     inputs = to_inputs(form, drafts, rng)
     sels = [d.sel if form.is_sparse else None for d in drafts]
     expected = evaluate_inputs(form, inputs, sels, arch)
+    if level not in ("regs", "matrix"):
+        raise VectorError(f"level must be 'regs' or 'matrix', not {level!r}")
+    want_level = level
     level = "matrix" if is_matrix_level(form) else "regs"
     pos = {} if level == "matrix" else _d_positions(form)
     dropped = []
@@ -274,9 +277,7 @@ def generate(opcode: str | Form, arch: str = "sm_90", count: int = 0, seed: int 
         "dropped": dropped,
     }
     vs.header["digest"] = digest(vs)
-    if level not in ("regs", "matrix"):
-        raise VectorError(f"level must be 'regs' or 'matrix', not {level!r}")
-    if level == "matrix":
+    if want_level == "matrix":
         return to_matrix_level(vs)
     vs.stats = {p: dict(r) for p, r in sorted(ctx.stats.items())}
     return vs
