@@ -839,6 +839,8 @@ def mechanisms(form: Form, arch="sm_90") -> list[Mechanism]:
         one = ((K, (tuple(range(K)),)),)
         add("mech:fp8_groups", "one block over all k (no k mod 4 grouping)", ref.with_path(key, p.but(groups=one),
             f"{ref.name}[{key}:one group]"), ("spread", "overflow", "cancel", "pow2"))
+        add("mech:fp8_groups", "one native block over all k, c in the window (no emulation)",
+            ref.with_path(key, p.hmma.but(n=None), f"{ref.name}[{key}:native block]"), ("spread", "cancel", "tie"))
         half = ((K, (tuple(range(K // 2)), tuple(range(K // 2, K)))),)
         add("mech:fp8_groups", "k split in halves (k < K/2, then the rest) instead of k mod 4",
             ref.with_path(key, p.but(groups=half), f"{ref.name}[{key}:halves]"), ("spread", "overflow", "cancel", "pow2"))
