@@ -580,15 +580,16 @@ def distinguishing_vectors(opcode: str | Form, archs=None, seed: int = 0, want: 
 
 
 def identify(opcode: str | Form, model: Callable, archs=None, seed: int = 0, level: str = "regs",
-             max_deviations: int = 2) -> IdentifyReport:
+             max_deviations: int = 2, prepared=None) -> IdentifyReport:
     """Which of the evaluator's architecture models ``model`` behaves like, on vectors built
-    to tell every pair apart, and where it departs from each."""
+    to tell every pair apart, and where it departs from each.  ``prepared``: the result of
+    :func:`distinguishing_vectors` to reuse."""
     from .vectors.build import Case, VectorSet
     from .vectors.draft import evaluate_inputs, is_matrix_level
     from .vectors.witness import evaluate_inputs_level, failing_elements
 
     form = opcode if isinstance(opcode, Form) else parse(opcode)
-    vs, pairs, names = distinguishing_vectors(form, archs, seed, level=level)
+    vs, pairs, names = prepared or distinguishing_vectors(form, archs, seed, level=level)
     name = getattr(model, "__name__", repr(model))
     rep = IdentifyReport(form.opcode, name, names, {}, [], {}, pairs, len(vs.cases), vs.header.get("digest", ""))
     if not vs.cases:
