@@ -100,11 +100,27 @@ def cmd_verify(args) -> int:
     form = parse(args.opcode)
     if vs.opcode != form.opcode:
         raise BadArgument(f"{args.vectors} holds vectors for {vs.opcode}, not {form.opcode}")
-    rep = V.verify(vs, args.results, keep=args.max_mismatches)
+    got = V.read_results(args.results, vs)
+    rep = V.compare(vs, got, keep=args.max_mismatches, source=args.results)
+    pick, causes, nel = [], [], 0
+    if not rep.ok:          # element witnesses and root causes (no reduction: the device is not in the loop)
+        from ..audit import explain
+
+        pick, causes, nel, _ = explain(vs, got, vs.arch, None, max_witnesses=args.max_mismatches,
+                                       caught=rep.caught_by)
     if args.json:
-        print(json.dumps(rep.to_dict(args.max_mismatches), indent=1))
+        d = rep.to_dict(args.max_mismatches)
+        d.update(vectors_digest=vs.digest, failed_elements=nel, causes=causes, witnesses=[w.to_dict() for w in pick])
+        print(json.dumps(d, indent=1, default=str))
     else:
-        print(rep.table(args.max_mismatches))
+        print(rep.table(args.max_mismatches if not pick else 0))
+        if pick:
+            print(f"\n{nel} failing output elements (vectors {vs.digest}), explained by:")
+            for g in causes:
+                print(f"  {g['cause']}: {g['elements']} elements in {len(g['cases'])} cases -- {g['what']}")
+            print("element witnesses:")
+            for w in pick:
+                print("\n".join("  " + x for x in w.lines()))
     return 0 if rep.ok else 1
 
 

@@ -814,6 +814,10 @@ def mechanisms(form: Form, arch="sm_90") -> list[Mechanism]:
         if inner.minexp is not None and inner.minexp < acc_emin:
             add("mech:acc_floor", f"a zero c sits at the accumulator's emin {acc_emin} (floor {inner.minexp} "
                                   f"coarsened)", blk(minexp=acc_emin), ("floor", "tiny_c0", "tie"))
+        if inner.minexp is not None:      # the floor exactly: one binade either way
+            for d in (1, -1):
+                add("mech:acc_floor", f"floor {inner.minexp + d} instead of {inner.minexp}",
+                    blk(minexp=inner.minexp + d), ("floor", "tie"))
         flip = {"rz": "rn", "rn": "rz"}.get(inner.rounding)
         if flip:
             add("mech:rounding", f"the block rounds {flip.upper()} instead of {inner.rounding.upper()}",
