@@ -2,9 +2,14 @@
 
 ``formal.audit(opcode, model, arch="sm_90")`` runs the coverage vectors of
 :mod:`formal.vectors` plus random ones through the user's model and through the
-evaluator, and returns an :class:`AuditReport`: per coverage point which cases pass, the
-first mismatches with their inputs, and :attr:`AuditReport.caught_by` (the coverage
-points that exposed a difference).
+evaluator, and returns an :class:`AuditReport`: per coverage point which cases pass,
+:attr:`AuditReport.caught_by` (the coverage points that exposed a difference), and for a
+failing model element-level witnesses (the A row, B column and c feeding a wrong output
+element, encodings and values, reduced with the model in the loop to the fewest terms that
+still fail: :mod:`formal.vectors.witness`), the root causes (the smallest set of known wrong
+variants that reproduce every failing element) and the points that fail only through other
+elements of their warps.  :func:`identify` says which of the evaluator's architecture models
+a model behaves like, on vectors built to tell every pair apart.
 
 A *concrete* model has the evaluator's signature::
 
