@@ -69,3 +69,16 @@ def test_correct_model_passes_the_mechanism_vectors():
 def test_wrong_model_caught_in_every_one_of_16_seeds(name, op, model, point, max_terms):
     for seed in range(16):
         _check(name, op, model, point, max_terms, seed)
+
+
+def test_decide_variants_on_model_outputs():
+    """Outputs equal to the model's rule out every placed variant (the floor +-1 included): the
+    offline decision used on the H100 results."""
+    from formal.vectors.witness import decide_variants
+    from wrong_models import TF32
+
+    vs = _vectors(TF32, 0)
+    dec = decide_variants(vs, [c.expected for c in vs.cases])
+    assert dec["reference (the sm_90 model)"]["refuted_on"] == 0
+    floors = {k: v for k, v in dec.items() if k.startswith("mech:acc_floor")}
+    assert len(floors) == 3 and all(v["refuted_on"] >= 1 for v in floors.values())

@@ -331,3 +331,39 @@ def root_causes(form: Form, arch, elems: list[ElementWitness], vs: VectorSet | N
         for i in idx:
             elems[i].cause = "unexplained"
     return groups
+
+
+def decide_variants(vs: VectorSet, got: list[np.ndarray], arch="sm_90") -> dict[str, dict]:
+    """Observed outputs (a device's) against every known wrong variant, on the elements the
+    vectors were built at: per variant how many of those elements it predicts differently
+    from what was observed (``refuted_on`` > 0: the observation rules it out) -- the probe
+    decision of :mod:`formal.numerics.fit`, for every mechanism the coverage targets."""
+    from .distinguish import eval_terms
+
+    form = vs.form
+    A, B, C, G = [], [], [], []
+    for case, g in zip(vs.cases, got):
+        if not case.targets:
+            continue
+        d = case_draft(form, case)
+        Dg = _output_matrix(form, case, g)
+        for t in case.targets:
+            p, m, n = t.get("product", 0), t["row"], t["col"]
+            a, b, c, _ = element_terms(form, d, p, m, n)
+            A.append(a)
+            B.append(b)
+            C.append(c)
+            G.append(int(Dg[p, m, n]))
+    if not A:
+        return {}
+    A, B = np.stack(A), np.stack(B)
+    C, G = np.array(C, np.uint64), np.array(G, np.uint64)
+    out = {}
+    for label, what, model in [("reference", f"the {getattr(arch, 'name', arch)} model", arch)] + _candidates(form, arch):
+        try:
+            pred = eval_terms(form, model, A, B, C)
+        except Exception as e:
+            out[f"{label} ({what})"] = {"error": f"{type(e).__name__}: {e}"}
+            continue
+        out[f"{label} ({what})"] = {"elements": int(len(G)), "refuted_on": int((pred != G).sum())}
+    return out
