@@ -82,3 +82,22 @@ def test_decide_variants_on_model_outputs():
     assert dec["reference (the sm_90 model)"]["refuted_on"] == 0
     floors = {k: v for k, v in dec.items() if k.startswith("mech:acc_floor")}
     assert len(floors) == 3 and all(v["refuted_on"] >= 1 for v in floors.values())
+
+
+def test_h100_evidence_of_the_mechanism_vectors():
+    """proofs/evidence/vectors_mechanisms_h100.json: the new coverage vectors ran on the H100 with
+    0 mismatches (every form's digest recorded), the tf32 floor is -133 (-126, -132, -134 refuted),
+    and the identify vectors pick sm_90 (with the models whose records equal it)."""
+    import json
+    from pathlib import Path
+
+    rec = json.loads((Path(__file__).resolve().parent.parent / "proofs/evidence/vectors_mechanisms_h100.json").read_text())
+    assert rec["device"]["name"].startswith("NVIDIA H100") and rec["total_mismatches"] == 0
+    assert rec["coverage_vectors_digest"].startswith("sha256:")
+    for f in rec["coverage"]:
+        assert f["mismatches"] == 0 and f["model_refuted_on"] == 0 and f["digest"].startswith("sha256:")
+        if "tf32" in f["opcode"]:
+            floors = [v for v in f["variants_refuted"] if v.startswith("mech:acc_floor")]
+            assert len(floors) == 3, f["opcode"]
+    for f in rec["identify"]:
+        assert "sm_90" in f["identified"] and "exact" not in f["identified"]

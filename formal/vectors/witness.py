@@ -51,7 +51,8 @@ def case_draft(form: Form, case: Case) -> Draft:
         from ..metadata.storage import _fm_sel, _read
 
         fm, sel = _fm_sel(form, case.sel)
-        stored, nib = _read(fm, np.asarray(case.inputs["a"])[None], np.asarray(case.inputs["e"])[None], sel)
+        stored, nib = _read(fm, np.asarray(case.inputs["a"])[None], np.asarray(case.inputs["e"])[None], sel,
+                            allow_ub=False)
         A = np.asarray(stored, np.uint64).reshape(1, M, Ka)
         return Draft([], "", A=A, B=B, C=C, nib=np.asarray(nib[0], np.int64), sel=sel)
     return Draft([], "", A=mats("a"), B=B, C=C)
