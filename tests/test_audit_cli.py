@@ -150,3 +150,19 @@ def test_identify_each_evaluator_model_as_itself(op):
         for b in names:
             if b not in same:
                 assert rep.mismatches[b] > 0 and rep.deviations[b], (arch, b)
+
+
+@pytest.mark.parametrize("op", ["mma.sp.sync.aligned.m16n8k32.row.col.f32.bf16.bf16.f32",
+                                "mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32"])
+def test_another_architecture_is_named_as_the_root_cause(op):
+    """A device that behaves like sm_80 (sparse form; m8n8k4 with 4 products per warp): every
+    failing element is explained by 'arch:sm_80', and the witnesses are reduced."""
+    import formal
+
+    def like_sm80(opcode, a, b, c, e=None, sel=None):
+        return evaluate(opcode, a, b, c, e=e, sel=sel, arch="sm_80")
+
+    rep = formal.audit(op, like_sm80, count=0, coverage=["mechanisms"])
+    assert not rep.ok and rep.failed_elements > 0
+    assert [g["cause"] for g in rep.causes] == ["arch:sm_80"]
+    assert rep.witnesses and all(w.reduced and 1 <= w.reduced["terms"] <= w.terms for w in rep.witnesses)
