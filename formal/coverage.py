@@ -223,6 +223,9 @@ def random_normal(rng: np.random.Generator, t: str, n: int = 1) -> list[int]:
 
 _SOLUTIONS: dict[tuple, tuple] = {}
 
+#: Z3 resource units per millisecond of the nominal per-query timeout (Ctx.timeout_ms)
+RLIMIT_PER_MS = 1000
+
 
 def _key(ctx: Ctx, point: str, k: int) -> tuple:
     f = ctx.form
@@ -265,7 +268,10 @@ def solve(ctx: Ctx, point: str, k: int, build: Callable, want: int = 3,
     with fresh_context():   # the answer must not depend on earlier queries
         s = z3.SolverFor("QF_BV")
         s.set("random_seed", int(ctx.seed) & 0x7FFFFFFF)
-        s.set("timeout", ctx.timeout_ms)
+        # the budget is Z3's deterministic resource count (about 1M units per second here), so a
+        # loaded machine gets the same answers; the wall clock only caps a runaway query (10x)
+        s.set("rlimit", int(ctx.timeout_ms) * RLIMIT_PER_MS)
+        s.set("timeout", int(ctx.timeout_ms) * 10)
         a, b, c = build(s)
         vs = [x for x in list(a) + list(b) + ([c] if c is not None else [])]
         sols: list[tuple] = []
