@@ -2,9 +2,14 @@
 
 ``formal.audit(opcode, model, arch="sm_90")`` runs the coverage vectors of
 :mod:`formal.vectors` plus random ones through the user's model and through the
-evaluator, and returns an :class:`AuditReport`: per coverage point which cases pass, the
-first mismatches with their inputs, and :attr:`AuditReport.caught_by` (the coverage
-points that exposed a difference).
+evaluator, and returns an :class:`AuditReport`: per coverage point which cases pass,
+:attr:`AuditReport.caught_by` (the coverage points that exposed a difference), and for a
+failing model element-level witnesses (the A row, B column and c feeding a wrong output
+element, encodings and values, reduced with the model in the loop to the fewest terms that
+still fail: :mod:`formal.vectors.witness`), the root causes (the smallest set of known wrong
+variants that reproduce every failing element) and the points that fail only through other
+elements of their warps.  :func:`identify` says which of the evaluator's architecture models
+a model behaves like, on vectors built to tell every pair apart.
 
 A *concrete* model has the evaluator's signature::
 
@@ -184,6 +189,11 @@ class AuditReport:
     vectors: Any                          # formal.vectors.VerifyReport
     symbolic: SymbolicResult | None = None
     errors: list[str] = field(default_factory=list)
+    witnesses: list = field(default_factory=list)     # formal.vectors.witness.ElementWitness (reduced)
+    causes: list[dict] = field(default_factory=list)  # root-cause groups (smallest set of mechanisms)
+    failed_elements: int = 0
+    background_points: list[str] = field(default_factory=list)   # fail only through other elements
+    digest: str = ""
 
     @property
     def ok(self) -> bool:
@@ -203,17 +213,63 @@ class AuditReport:
 
     def to_dict(self) -> dict:
         return {"opcode": self.opcode, "arch": self.arch, "model": self.model, "ok": self.ok,
-                "caught_by": self.caught_by, "errors": self.errors, "vectors": self.vectors.to_dict(),
+                "vectors_digest": self.digest, "caught_by": self.caught_by, "errors": self.errors,
+                "failed_elements": self.failed_elements, "causes": self.causes,
+                "background_points": self.background_points,
+                "witnesses": [w.to_dict() for w in self.witnesses], "vectors": self.vectors.to_dict(),
                 "symbolic": asdict(self.symbolic) if self.symbolic else None}
 
     def table(self) -> str:
-        lines = [f"audit of {self.model} against the {self.arch} model: {'PASS' if self.ok else 'FAIL'}",
-                 self.vectors.table()]
+        lines = [f"audit of {self.model} against the {self.arch} model: {'PASS' if self.ok else 'FAIL'}"
+                 + (f"  (vectors {self.digest})" if self.digest else "")]
+        if not self.ok and self.causes:
+            lines.append(f"{self.failed_elements} failing output elements, explained by:")
+            for g in self.causes:
+                lines.append(f"  {g['cause']}: {g['elements']} elements in {len(g['cases'])} cases -- {g['what']}")
+        if self.witnesses:
+            lines.append("element witnesses (reduced: fewest terms that still fail):")
+            for w in self.witnesses:
+                lines += ["  " + x for x in w.lines()]
+        if self.background_points:
+            lines.append("points failing only through other elements of their warps (not their own): "
+                         + ", ".join(self.background_points))
+        lines.append(self.vectors.table(max_mismatches=0 if self.witnesses else 5))
         if self.symbolic is not None:
             lines.append(self.symbolic.line())
         for e in self.errors:
             lines.append(f"error: {e}")
         return "\n".join(lines)
+
+    def markdown(self) -> str:
+        v = self.vectors
+        out = [f"# Audit of `{self.model}`: {'PASS' if self.ok else 'FAIL'}", "",
+               f"* form: `{self.opcode}`", f"* reference: the `{self.arch}` model of ptx-formal",
+               f"* vectors: {v.cases} cases, digest `{self.digest}`",
+               f"* failing cases: {v.failed}; failing output elements: {self.failed_elements}",
+               f"* caught by: {', '.join(f'`{p}`' for p in self.caught_by) or '-'}", ""]
+        if self.causes:
+            out += ["## Root causes (smallest set of known mechanisms reproducing the failures)", "",
+                    "| cause | what | elements | cases | points |", "|---|---|---|---|---|"]
+            for g in self.causes:
+                out.append(f"| `{g['cause']}` | {g['what']} | {g['elements']} | {len(g['cases'])} | "
+                           f"{', '.join(g['points'][:6])}{' ...' if len(g['points']) > 6 else ''} |")
+            out.append("")
+        if self.witnesses:
+            out += ["## Element witnesses", ""]
+            for w in self.witnesses:
+                out.append("```")
+                out += w.lines()
+                out.append("```")
+            out.append("")
+        if self.background_points:
+            out += ["Points failing only through other elements of their warps: "
+                    + ", ".join(f"`{p}`" for p in self.background_points), ""]
+        out += ["## Coverage points", "", "| point | cases | pass | built for it and failing |", "|---|---|---|---|"]
+        for p, r in v.points.items():
+            out.append(f"| `{p}` | {r.cases} | {r.passed} | {r.built_failed or ''} |")
+        for e in self.errors:
+            out.append(f"\nerror: {e}")
+        return "\n".join(out) + "\n"
 
     __str__ = table
 
@@ -345,19 +401,79 @@ def symbolic_search(form: Form, sm: SymbolicModel, arch: str = "sm_90", k_active
 # the entry point
 
 
+def _runner(model: Callable, vs, arch: str):
+    """inputs (a list of dicts like a case's) -> the model's outputs, for the reducer."""
+    from .vectors.build import Case, VectorSet
+
+    def run(inputs, case):
+        cs = [Case(i, vs.opcode, case.sel, [], "", x, np.asarray(case.expected), [], case.level)
+              for i, x in enumerate(inputs)]
+        tmp = VectorSet(vs.opcode, vs.arch, vs.seed, vs.level, cs)
+        got, errs = run_model(model, tmp, arch)
+        if errs:
+            raise RuntimeError(errs[0])
+        return got
+    return run
+
+
+def explain(vs, got, arch, model: Callable | None = None, max_witnesses: int = 8, reduce: bool = True,
+            caught=()):
+    """Element witnesses, root-cause groups and background-only points of a failing run
+    (``model`` enables the reduction; without it, e.g. for a device's result file, the
+    witnesses are the original elements)."""
+    from .vectors.witness import failing_elements, reduce_element, root_causes
+
+    form = vs.form
+    elems = failing_elements(vs, got)
+    try:
+        causes = root_causes(form, arch, elems, vs)
+    except Exception as e:        # grouping is a convenience; the witnesses stand without it
+        causes = [{"cause": "unexplained", "what": f"grouping failed: {type(e).__name__}: {e}",
+                   "elements": len(elems), "cases": sorted({w.case for w in elems}), "points": []}]
+    # witnesses: per cause, then per failing built point, the first element (built ones first)
+    pick = []
+    seen_ids = set()
+
+    def take(w):
+        if id(w) not in seen_ids and len(pick) < max_witnesses:
+            seen_ids.add(id(w))
+            pick.append(w)
+
+    ordered = sorted(elems, key=lambda w: (w.points == ["background"], w.terms))
+    for g in causes:
+        w = next((w for w in ordered if w.cause == g["cause"]), None)
+        if w is not None:
+            take(w)
+    for p in caught:
+        w = next((w for w in ordered if p in w.points), None)
+        if w is not None:
+            take(w)
+    if model is not None and reduce:
+        run = _runner(model, vs, arch)
+        for w in pick:
+            w.reduced = reduce_element(vs, w, run, arch)
+    # points whose failures never involve an element built for them or holding their input
+    direct = {p for w in elems for p in w.points + w.tags}
+    return pick, causes, len(elems), direct
+
+
 def audit(opcode: str | Form, model: Callable, arch: str = "sm_90", count: int = 64, seed: int = 0,
           coverage=None, symbolic: Callable | None = None, k_active: int | None = None,
-          timeout_s: float = 60.0, vectors=None) -> AuditReport:
+          timeout_s: float = 60.0, vectors=None, level: str = "regs", reduce: bool = True,
+          max_witnesses: int = 8) -> AuditReport:
     """Audit ``model`` for ``opcode`` against the ``arch`` model (see the module docstring).
 
     ``symbolic``: a Z3 element model to search with (taken from ``model`` when it is a
     :class:`SymbolicModel`).  ``vectors``: a ready :class:`formal.vectors.VectorSet` to
-    reuse instead of generating (coverage vectors + ``count`` random ones).
+    reuse instead of generating (coverage vectors + ``count`` random ones).  ``level``:
+    ``"matrix"`` calls the model with matrices ``model(opcode, A, B, C) -> D`` (no fragment
+    layouts needed).  Failing elements are reduced (``reduce``) and grouped by root cause.
     """
     from .vectors import compare, generate
 
     form = opcode if isinstance(opcode, Form) else parse(opcode)
-    vs = vectors if vectors is not None else generate(form, arch=arch, count=count, seed=seed, coverage=coverage)
+    vs = vectors if vectors is not None else generate(form, arch=arch, count=count, seed=seed, coverage=coverage,
+                                                     level=level)
     if vs.opcode != form.opcode:
         raise ValueError(f"the vectors are for {vs.opcode}, not {form.opcode}")
     got, errors = run_model(model, vs, arch)
@@ -366,7 +482,144 @@ def audit(opcode: str | Form, model: Callable, arch: str = "sm_90", count: int =
     sres = None
     if sym is not None:
         sres = symbolic_search(form, z3_model(sym), arch, k_active=k_active, timeout_s=timeout_s)
-    return AuditReport(form.opcode, str(arch), getattr(model, "__name__", repr(model)), rep, sres, errors)
+    out = AuditReport(form.opcode, str(getattr(arch, "name", arch)), getattr(model, "__name__", repr(model)), rep,
+                      sres, errors, digest=vs.header.get("digest", "") or vs.digest)
+    if rep.failed and not errors:
+        out.witnesses, out.causes, out.failed_elements, direct = explain(vs, got, arch, model, max_witnesses,
+                                                                         reduce, rep.caught_by)
+        out.background_points = [p for p in rep.failing_points if p not in direct]
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# which published model does a device / simulator behave like?
+
+
+@dataclass
+class IdentifyReport:
+    opcode: str
+    model: str
+    archs: list[str]                         # the models compared (those with a path for the form)
+    mismatches: dict[str, int]               # arch -> failing output elements
+    identified: list[str]                    # archs with no mismatch (several when their records are equal)
+    deviations: dict[str, list]              # arch -> first element witnesses where the model departs from it
+    pairs: dict[str, dict]                   # "x|y" -> {"witnesses": n, "identical": bool}
+    cases: int = 0
+    digest: str = ""
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.identified) and not self.errors
+
+    def to_dict(self) -> dict:
+        return {"opcode": self.opcode, "model": self.model, "identified": self.identified,
+                "mismatches": self.mismatches, "archs": self.archs, "cases": self.cases, "vectors_digest": self.digest,
+                "pairs": self.pairs, "errors": self.errors,
+                "deviations": {k: [w.to_dict() for w in v] for k, v in self.deviations.items()}}
+
+    def table(self) -> str:
+        best = sorted(self.archs, key=lambda a: self.mismatches.get(a, 1 << 30))
+        lines = [f"identify {self.model} on {self.opcode}: "
+                 + (f"behaves like {', '.join(self.identified)}" if self.identified else
+                    f"matches no model; closest {best[0]} ({self.mismatches[best[0]]} elements differ)"),
+                 f"  {self.cases} model-distinguishing cases (vectors {self.digest})"]
+        for a in best:
+            lines.append(f"  {a:8s} {self.mismatches[a]:6d} differing elements")
+            for w in self.deviations.get(a, [])[:1]:
+                lines += ["      " + x for x in w.lines()]
+        same = [k for k, v in self.pairs.items() if v["identical"]]
+        if same:
+            lines.append("  identical records (no input can tell them apart): " + ", ".join(same))
+        none = [k for k, v in self.pairs.items() if not v["identical"] and not v["witnesses"]]
+        if none:
+            lines.append("  no distinguishing input found for: " + ", ".join(none))
+        for e in self.errors:
+            lines.append(f"error: {e}")
+        return "\n".join(lines)
+
+    __str__ = table
+
+
+def distinguishing_vectors(opcode: str | Form, archs=None, seed: int = 0, want: int = 2, level: str = "regs"):
+    """Vectors on which every pair of architecture models (that serve the form) differ:
+    (VectorSet with sm_90 expectations, {pair: {"witnesses", "identical"}}, archs)."""
+    from .numerics.archs import MODELS
+    from .vectors.build import _seed_for, from_drafts
+    from .vectors import distinguish as X
+    from .vectors.draft import Canvas
+
+    form = opcode if isinstance(opcode, Form) else parse(opcode)
+    names = [a for a in (archs or list(MODELS)) if X.supports(form, a)]
+    pool = X.Pool(form, _seed_for(seed, form.opcode, "identify"))
+    pairs: dict[str, dict] = {}
+    placed = []
+    for i, x in enumerate(names):
+        for y in names[i + 1:]:
+            key = f"{x}|{y}"
+            if X.same_record(form, x, y):
+                pairs[key] = {"witnesses": 0, "identical": True}
+                continue
+            ws = X.search(form, x, y, pool=pool, want=want)
+            pairs[key] = {"witnesses": len(ws), "identical": False}
+            placed += [(f"distinguish:{x}|{y}", w) for w in ws]
+    drafts = []
+    cv = None
+    pts: list[str] = []
+    for pt, w in placed:
+        if cv is None:
+            cv = Canvas(form, _seed_for(seed, form.opcode, f"identify|{len(drafts)}"), "zero")
+            pts = []
+        nz = [k for k in range(len(w.a)) if w.a[k] or w.b[k]]
+        cv.place(len(cv.targets), [(w.a[k], w.b[k]) for k in nz], w.c, point=pt, positions=nz)
+        if pt not in pts:
+            pts.append(pt)
+        if len(cv.targets) >= cv.slots:
+            drafts.append(cv.draft(pts, "inputs on which two architecture models differ"))
+            cv = None
+    if cv is not None and cv.targets:
+        drafts.append(cv.draft(pts, "inputs on which two architecture models differ"))
+    ref = "sm_90" if "sm_90" in names else names[0]
+    vs = from_drafts(form, ref, seed, drafts, level=level, header={"purpose": "identify", "archs": names})
+    return vs, pairs, names
+
+
+def identify(opcode: str | Form, model: Callable, archs=None, seed: int = 0, level: str = "regs",
+             max_deviations: int = 2, prepared=None) -> IdentifyReport:
+    """Which of the evaluator's architecture models ``model`` behaves like, on vectors built
+    to tell every pair apart, and where it departs from each.  ``prepared``: the result of
+    :func:`distinguishing_vectors` to reuse."""
+    from .vectors.build import Case, VectorSet
+    from .vectors.draft import evaluate_inputs, is_matrix_level
+    from .vectors.witness import evaluate_inputs_level, failing_elements
+
+    form = opcode if isinstance(opcode, Form) else parse(opcode)
+    vs, pairs, names = prepared or distinguishing_vectors(form, archs, seed, level=level)
+    name = getattr(model, "__name__", repr(model))
+    rep = IdentifyReport(form.opcode, name, names, {}, [], {}, pairs, len(vs.cases), vs.header.get("digest", ""))
+    if not vs.cases:
+        rep.identified = list(names)
+        rep.mismatches = {a: 0 for a in names}
+        return rep
+    got, errors = run_model(model, vs, str(names[0]))
+    if errors:
+        rep.errors = errors
+        return rep
+    for a in names:
+        inputs = [c.inputs for c in vs.cases]
+        if vs.level == "matrix" and not is_matrix_level(form):
+            exp = evaluate_inputs_level(form, inputs, [None] * len(inputs), a, "matrix")
+        else:
+            exp = evaluate_inputs(form, inputs, [c.sel for c in vs.cases], a)
+        va = VectorSet(vs.opcode, a, vs.seed, vs.level,
+                       [Case(c.id, c.opcode, c.sel, c.points, c.why, c.inputs, np.asarray(e), c.targets, c.level)
+                        for c, e in zip(vs.cases, exp)])
+        el = failing_elements(va, got)
+        rep.mismatches[a] = len(el)
+        if el:
+            rep.deviations[a] = sorted(el, key=lambda w: w.terms)[:max_deviations]
+    rep.identified = [a for a in names if rep.mismatches[a] == 0]
+    return rep
 
 
 # ``formal.audit(...)``: the module is callable, so ``import formal.audit`` and the

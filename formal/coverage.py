@@ -36,6 +36,9 @@ Models (name: points)::
     selector       every legal sparsity selector          selector:S
     block_scale    scale-factor extremes                  scale:TYPE:0xNN:X
     layout         distinct-value probes of each operand  layout:a layout:b layout:c
+    mechanisms     inputs telling the model from each     mech:NAME silicon:PATH:ALT nan_multi
+                   known wrong variant (structured search)
+    probes         the H100 numerics probes of this form  probe:ID
     random         random warps per input regime          random:REGIME   (``--count N``)
 """
 
@@ -220,6 +223,9 @@ def random_normal(rng: np.random.Generator, t: str, n: int = 1) -> list[int]:
 
 _SOLUTIONS: dict[tuple, tuple] = {}
 
+#: Z3 resource units per millisecond of the nominal per-query timeout (Ctx.timeout_ms)
+RLIMIT_PER_MS = 1000
+
 
 def _key(ctx: Ctx, point: str, k: int) -> tuple:
     f = ctx.form
@@ -256,32 +262,38 @@ def solve(ctx: Ctx, point: str, k: int, build: Callable, want: int = 3,
         if record and not sols:
             ctx.not_covered[point] = rec["reason"]
         return list(sols)
+    from .vectors.z3num import fresh_context
+
     t0 = time.perf_counter()
-    s = z3.SolverFor("QF_BV")
-    s.set("random_seed", int(ctx.seed) & 0x7FFFFFFF)
-    s.set("timeout", ctx.timeout_ms)
-    a, b, c = build(s)
-    vs = [x for x in list(a) + list(b) + ([c] if c is not None else [])]
-    sols: list[tuple] = []
-    status = "sat"
-    rejected = 0
-    n = 0
-    while len(sols) < want and n < tries:
-        n += 1
-        r = s.check()
-        if r != z3.sat:
-            if not sols and rejected == 0:
-                status = "unsat" if r == z3.unsat else "unknown"
-            break
-        mdl = s.model()
-        val = lambda x: mdl.eval(x.bv, model_completion=True).as_long()  # noqa: E731
-        av, bvv = [val(x) for x in a], [val(x) for x in b]
-        cv = val(c) if c is not None else 0
-        s.add(z3.Or([x.bv != mdl.eval(x.bv, model_completion=True) for x in vs]))
-        if check is not None and not check(av, bvv, cv):
-            rejected += 1
-            continue
-        sols.append((av, bvv, cv))
+    with fresh_context():   # the answer must not depend on earlier queries
+        s = z3.SolverFor("QF_BV")
+        s.set("random_seed", int(ctx.seed) & 0x7FFFFFFF)
+        # the budget is Z3's deterministic resource count (about 1M units per second here), so a
+        # loaded machine gets the same answers; the wall clock only caps a runaway query (10x)
+        s.set("rlimit", int(ctx.timeout_ms) * RLIMIT_PER_MS)
+        s.set("timeout", int(ctx.timeout_ms) * 10)
+        a, b, c = build(s)
+        vs = [x for x in list(a) + list(b) + ([c] if c is not None else [])]
+        sols: list[tuple] = []
+        status = "sat"
+        rejected = 0
+        n = 0
+        while len(sols) < want and n < tries:
+            n += 1
+            r = s.check()
+            if r != z3.sat:
+                if not sols and rejected == 0:
+                    status = "unsat" if r == z3.unsat else "unknown"
+                break
+            mdl = s.model()
+            val = lambda x: mdl.eval(x.bv, model_completion=True).as_long()  # noqa: E731
+            av, bvv = [val(x) for x in a], [val(x) for x in b]
+            cv = val(c) if c is not None else 0
+            s.add(z3.Or([x.bv != mdl.eval(x.bv, model_completion=True) for x in vs]))
+            if check is not None and not check(av, bvv, cv):
+                rejected += 1
+                continue
+            sols.append((av, bvv, cv))
     if not sols and status == "sat":
         status = "rejected" if rejected else "unknown"
     rec = {"status": status, "seconds": round(time.perf_counter() - t0, 4), "solutions": len(sols),
@@ -1078,6 +1090,158 @@ def meta(f: Form):
     from .vectors.draft import meta as _m
 
     return _m(f)
+
+
+# ------------------------------------------------------------------------------------------
+# mechanisms: every known wrong variant of the model (silicon findings included) gets inputs
+# that tell it apart (formal.vectors.distinguish)
+
+def point_name(s: str) -> str:
+    """A point name safe in every vector file format (no spaces, commas or '#')."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_.:=+\-]+", "_", s).strip("_")
+
+
+def _applies_mech(f: Form) -> bool:
+    return f.family in ("mma", "mma.sp", "wmma.mma") and f.atype != "b1"
+
+
+@_model("mechanisms", "inputs that tell the model from each known wrong variant, one per mechanism: the "
+                      "accumulator floor with c = 0, RN vs truncation on every path, window width, block size, "
+                      "c entry and precision, fp8 emulation groups and late c, NaN precedence, zero sign, "
+                      "overflow, per-operand subnormal flushing, saturation; for sm_90 every alternative the "
+                      "H100 refuted (structured search, witnesses reduced to the fewest terms)",
+        "mech:NAME silicon:PATH:ALTERNATIVE nan_multi", _applies_mech)
+def build_mechanisms(ctx: Ctx):
+    from .vectors import distinguish as X
+
+    f = ctx.form
+    pool = X.Pool(f, ctx.rng("mechanisms|pool"))
+    placed: list[tuple[str, str, list]] = []
+    for mech in X.mechanisms(f, ctx.arch):
+        pt = point_name(mech.point)
+        t0 = time.perf_counter()
+        try:
+            ws = X.search(f, ctx.arch, mech.variant, regimes=list(mech.regimes), pool=pool, want=2)
+        except Exception as e:                       # a variant the engine cannot run here
+            ws = []
+            ctx.not_covered[f"{pt} ({mech.what})"] = f"search failed: {type(e).__name__}: {e}"
+            continue
+        ctx.stats[f"{pt} ({mech.what})"] = {"status": "found" if ws else "not found", "solutions": len(ws),
+                                             "terms": [w.terms for w in ws], "seconds": round(time.perf_counter() - t0, 4)}
+        if not ws:
+            ctx.not_covered[f"{pt} ({mech.what})"] = (f"no input told the model from this variant in "
+                                                      f"{pool.size} candidates x {len(pool.cands)} regimes "
+                                                      f"(it may be unobservable on this form)")
+            continue
+        placed.append((pt, mech.what, ws))
+    # several NaN sources in one dot product (distinct payloads): a precedence rule is visible
+    nans = _nan_multi(ctx)
+    if nans:
+        placed.append(("nan_multi", "two or more NaN sources in one dot product", nans))
+    # pack: one witness per slot, as many per warp as fit; every element outside the slots is 0
+    cv = None
+    used: list[str] = []
+    whys: list[str] = []
+    n = 0
+    for pt, what, ws in placed:
+        for w in ws:
+            if cv is None:
+                cv = ctx.canvas("mechanisms", background="zero", i=n)
+                used, whys = [], []
+            s = len(cv.targets)
+            a = np.asarray(w.a, np.uint64)
+            nz = [k for k in range(len(a)) if w.a[k] or w.b[k]]
+            cv.place(s, [(w.a[k], w.b[k]) for k in nz], w.c, point=pt, positions=nz)
+            if pt not in used:
+                used.append(pt)
+                whys.append(what)
+            if len(cv.targets) >= cv.slots:
+                yield cv.draft(used, "reduced inputs that tell the model from: " + "; ".join(whys))
+                cv = None
+                n += 1
+    if cv is not None and cv.targets:
+        yield cv.draft(used, "reduced inputs that tell the model from: " + "; ".join(whys))
+
+
+def _nan_multi(ctx: Ctx) -> list:
+    """Dot products with two or three NaN sources (a and c, a and b at one k, b and a at two k,
+    NaN beside Inf*0), each NaN with its own payload and sign."""
+    from .vectors.distinguish import Witness
+
+    f = ctx.form
+    if not is_float_form(f):
+        return []
+    _, _, _, _, Ka = _dims(f)
+    na, nb, nc = nan_codes(f.atype), nan_codes(f.btype), nan_codes(f.ctype)
+    if not (na and nb and nc):
+        return []
+    pa, pb, pc = na[0][1], nb[-1][1], nc[1 % len(nc)][1]
+    xa, xb = one(f.atype), one(f.btype)
+    out = []
+
+    def w(terms, c):
+        a = [0] * Ka
+        b = [0] * Ka
+        for k, (x, y) in terms.items():
+            a[k], b[k] = x, y
+        out.append(Witness(a, b, c))
+
+    w({0: (pa, xb)}, pc)                                   # a and c
+    if Ka >= 2:
+        w({0: (xa, pb), 1: (pa, xb)}, 0)                   # b at k0, a at k1
+        w({0: (pa, pb)}, one(f.ctype))                     # a and b at one k
+        w({0: (pa, xb), Ka - 1: (xa, pb)}, pc)             # three sources, far apart
+        ic = inf_code(f.atype)
+        if ic is not None:
+            w({0: (ic, 0), 1: (xa, pb)}, 0)                # Inf*0 and a NaN b
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# the H100 numerics probes: each probe's dot product (formal.numerics.probes, one definition)
+# placed in a slot of every form with the probe's types and shape
+
+def _probes_for(f: Form) -> list:
+    from .numerics.probes import PROBES
+
+    out = []
+    for p in PROBES:
+        pf = p.form
+        if (pf["atype"], pf["btype"], pf["ctype"], pf["dtype"]) != (f.atype, f.btype, f.ctype, f.dtype):
+            continue
+        if p.mnk[2] != f.mnk[2] or f.is_sparse or f.block_scale:
+            continue
+        if any(pf.get(k) not in (None, getattr(f, k)) for k in ("rounding", "satfinite", "bitop")):
+            continue
+        out.append(p)
+    return out
+
+
+@_model("probes", "the H100 numerics probes (formal.numerics.probes: floor G158/G159/G16*, window, rounding, "
+                  "fp8 emulation M*, NaN rules N64*, FMA-pipe order O4/Z4, ...) of this form's types and K, "
+                  "each in its own output element",
+        "probe:ID", lambda f: bool(_probes_for(f)))
+def build_probes(ctx: Ctx):
+    ps = _probes_for(ctx.form)
+    cv = None
+    n = 0
+    ids: list[str] = []
+    for p in ps:
+        if cv is None:
+            cv = ctx.canvas("probes", background="zero", i=n)
+            ids = []
+        a, b, c = p.codes()
+        ks = [k for k in range(len(a)) if int(a[k]) or int(b[k])]
+        cv.place(len(cv.targets), [(int(a[k]), int(b[k])) for k in ks], int(c), point=f"probe:{p.id}", positions=ks)
+        ids.append(f"probe:{p.id}")
+        if len(cv.targets) >= cv.slots:
+            yield cv.draft(ids, "H100 numerics probes " + ", ".join(i[6:] for i in ids) + " (formal.numerics.probes)")
+            cv = None
+            n += 1
+    if cv is not None:
+        yield cv.draft(ids, "H100 numerics probes " + ", ".join(i[6:] for i in ids) + " (formal.numerics.probes)")
 
 
 # ------------------------------------------------------------------------------------------

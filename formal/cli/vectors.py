@@ -24,6 +24,10 @@ or an npz with d [T, 32, nd] (D [T, M, N]).
 """
 
 
+#: random warps by default: 8 per input regime (bits, normal, finite, align, extreme, special)
+DEFAULT_COUNT = 48
+
+
 def _wrap(fn):
     from ..evaluate import EvalError
 
@@ -84,7 +88,7 @@ def cmd_vectors(args) -> int:
     if args.coverage is not None:
         cov = [c.strip() for item in args.coverage for c in item.split(",") if c.strip()]
     vs = _wrap(lambda: V.generate(form, arch=args.arch, count=args.count, seed=args.seed, coverage=cov,
-                                  timeout_ms=timeout_ms))
+                                  timeout_ms=timeout_ms, level=args.level))
     out = args.output or "-"
     fmt = V.fileio.infer_format(out, args.format)
     if fmt == "npz" and out == "-":
@@ -93,7 +97,7 @@ def cmd_vectors(args) -> int:
     h = vs.header
     if out != "-" or args.summary:
         msg = (f"{len(vs)} vectors for {form.opcode} ({h['arch']} model, seed {h['seed']}) -> {out} [{fmt}]; "
-               f"{len(h['points'])} coverage points")
+               f"{len(h['points'])} coverage points; digest {h['digest']}")
         if h["not_covered"]:
             msg += "; not covered: " + "; ".join(f"{p}: {r}" for p, r in h["not_covered"].items())
         if h["dropped"]:
@@ -109,11 +113,27 @@ def cmd_verify(args) -> int:
     form = parse(args.opcode)
     if vs.opcode != form.opcode:
         raise BadArgument(f"{args.vectors} holds vectors for {vs.opcode}, not {form.opcode}")
-    rep = V.verify(vs, args.results, keep=args.max_mismatches)
+    got = V.read_results(args.results, vs)
+    rep = V.compare(vs, got, keep=args.max_mismatches, source=args.results)
+    pick, causes, nel = [], [], 0
+    if not rep.ok:          # element witnesses and root causes (no reduction: the device is not in the loop)
+        from ..audit import explain
+
+        pick, causes, nel, _ = explain(vs, got, vs.arch, None, max_witnesses=args.max_mismatches,
+                                       caught=rep.caught_by)
     if args.json:
-        print(json.dumps(rep.to_dict(args.max_mismatches), indent=1))
+        d = rep.to_dict(args.max_mismatches)
+        d.update(vectors_digest=vs.digest, failed_elements=nel, causes=causes, witnesses=[w.to_dict() for w in pick])
+        print(json.dumps(d, indent=1, default=str))
     else:
-        print(rep.table(args.max_mismatches))
+        print(rep.table(args.max_mismatches if not pick else 0))
+        if pick:
+            print(f"\n{nel} failing output elements (vectors {vs.digest}), explained by:")
+            for g in causes:
+                print(f"  {g['cause']}: {g['elements']} elements in {len(g['cases'])} cases -- {g['what']}")
+            print("element witnesses:")
+            for w in pick:
+                print("\n".join("  " + x for x in w.lines()))
     return 0 if rep.ok else 1
 
 
@@ -126,8 +146,13 @@ def register(sub) -> None:
         epilog=GRAMMAR, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("opcode", nargs="?", help="the form (canonical or any accepted spelling)")
     p.add_argument("--arch", default="sm_90", help="arithmetic model for the expected results (default sm_90)")
-    p.add_argument("--count", type=int, default=0, help="random warps on top of the coverage models (default 0)")
+    p.add_argument("--count", type=int, default=DEFAULT_COUNT,
+                   help=f"random warps on top of the coverage models, cycling through the input regimes "
+                        f"(default {DEFAULT_COUNT}: 8 per regime)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--level", choices=("regs", "matrix"), default="regs",
+                   help="registers (default) or matrices A, B, C -> D (mma forms too: a simulator without PTX "
+                        "fragment layouts runs them; wmma and block-scaled forms are always matrices)")
     p.add_argument("--coverage", nargs="+", metavar="NAME", help="only these coverage models (default: all that apply)")
     p.add_argument("--format", choices=("jsonl", "hex", "npz"), default=None,
                    help="output format (default: from the -o extension, else jsonl)")

@@ -171,7 +171,7 @@ def run_vectors_on_gpu(forms: Iterable | None = None, out_dir: str = "vectors_gp
             from dataclasses import asdict
 
             first = asdict(rep.mismatches[0])
-        forms_out.append({"opcode": vs.opcode, "vectors": len(vs), "mismatches": rep.failed,
+        forms_out.append({"opcode": vs.opcode, "vectors": len(vs), "digest": vs.digest, "mismatches": rep.failed,
                           "first_mismatch": first, "failed_points": rep.caught_by})
         tot_v += len(vs)
         tot_m += rep.failed
@@ -179,8 +179,13 @@ def run_vectors_on_gpu(forms: Iterable | None = None, out_dir: str = "vectors_gp
             rd = os.path.join(out_dir, "results")
             os.makedirs(rd, exist_ok=True)
             write_results(os.path.join(rd, file_name(vs.opcode)[:-4] + ".hex"), vs, got)
+    import hashlib
+
+    # which vectors ran: one digest over every form's (sorted), each form's in "forms"
+    alld = "sha256:" + hashlib.sha256("\n".join(sorted(f"{f['opcode']} {f['digest']}" for f in forms_out)).encode()
+                                      ).hexdigest()
     summary = {"kind": "ptx-formal vectors on GPU", "device": gpu.info.to_dict(), "arch": arch, "seed": seed,
-               "forms": forms_out, "total_forms": len(forms_out), "total_vectors": tot_v,
+               "vectors_digest": alld, "forms": forms_out, "total_forms": len(forms_out), "total_vectors": tot_v,
                "total_mismatches": tot_m, "errors": errors, "seconds": round(time.time() - t0, 1)}
     with open(os.path.join(out_dir, "summary.json"), "w") as fh:
         json.dump(summary, fh, indent=1)

@@ -14,6 +14,11 @@ Python API::
 * :func:`write` / :func:`read` -- jsonl, hex (one case per line, TestFloat style) and npz;
   the grammar is in :mod:`formal.vectors.fileio` and ``ptx-formal vectors --help``.
 * :func:`verify` -- a device's outputs against the expected ones, per coverage point.
+* every vector set has a ``digest`` (sha256 of its cases, :func:`formal.vectors.build.digest`);
+  ``generate(..., level="matrix")`` gives matrices for mma forms too (no fragment layouts).
+* :mod:`formal.vectors.distinguish` -- inputs on which two arithmetic models differ
+  (structured search, delta-debugging reduction); :mod:`formal.vectors.witness` --
+  element-level witnesses and root causes of a failing run.
 * the same vectors through the hardware harness: ``formal.hw.vectors``
   (:func:`vectors_as_inputs`, :func:`run_vectors_on_gpu`, :func:`prepare`; GPU side, so
   not imported here: ``formal.hw`` is a leaf).

@@ -68,6 +68,31 @@ class VectorSet:
     def __len__(self) -> int:
         return len(self.cases)
 
+    @property
+    def digest(self) -> str:
+        """sha256 of the vectors themselves (see :func:`digest`)."""
+        return digest(self)
+
+
+def _canon(x) -> bytes:
+    a = np.ascontiguousarray(np.asarray(x).astype("<u8"))
+    return repr(a.shape).encode() + a.tobytes()
+
+
+def digest(vs: "VectorSet") -> str:
+    """sha256 over a canonical serialisation of a vector set: the form, the arch model and
+    every case's id, selector, inputs and expected output (as little-endian uint64 arrays
+    with their shapes).  Annotations (points, why) and solver timings are not part of it:
+    two files with the same digest hold the same vectors, whatever their format."""
+    h = hashlib.sha256()
+    h.update(f"{FORMAT_NAME}|{vs.opcode}|{vs.arch}|{vs.level}|{len(vs.cases)}".encode())
+    for c in vs.cases:
+        h.update(f"|case {c.id} sel={c.sel}".encode())
+        for k in sorted(c.inputs):
+            h.update(f"|{k}".encode() + _canon(c.inputs[k]))
+        h.update(b"|expected" + _canon(c.expected))
+    return "sha256:" + h.hexdigest()
+
 
 def _tool_version() -> str:
     from .. import __version__
@@ -107,10 +132,76 @@ def _d_positions(form: Form) -> dict[tuple[int, int, int], tuple[int, int, int]]
     return out
 
 
+def from_drafts(form: Form, arch, seed: int, drafts: list, level: str = "regs", header: dict | None = None) -> VectorSet:
+    """A vector set from ready drafts (expected outputs from the evaluator for ``arch``)."""
+    from .draft import evaluate_inputs, is_matrix_level, to_inputs
+
+    inputs = to_inputs(form, drafts, _seed_for(seed, form.opcode, "registers"))
+    sels = [d.sel if form.is_sparse else None for d in drafts]
+    expected = evaluate_inputs(form, inputs, sels, arch)
+    lvl = "matrix" if is_matrix_level(form) else "regs"
+    pos = {} if lvl == "matrix" else _d_positions(form)
+    cases = []
+    for i, (d, inp, exp) in enumerate(zip(drafts, inputs, expected)):
+        tg = []
+        for t in d.targets:
+            rec = {"point": t.point, "product": t.p, "row": t.m, "col": t.n, "check": t.check}
+            if lvl == "regs":
+                lane, reg, el = pos[(t.p, t.m, t.n)]
+                rec.update(lane=lane, reg=reg, elem=el)
+            tg.append(rec)
+        cases.append(Case(i, form.opcode, d.sel if form.is_sparse else None, list(d.points), d.why, inp,
+                          np.asarray(exp), tg, lvl))
+    vs = VectorSet(form.opcode, getattr(arch, "name", str(arch)), seed, lvl, cases)
+    vs.header = dict(header or {}, format=FORMAT_NAME, version=FORMAT_VERSION, tool=f"ptx-formal {_tool_version()}",
+                     opcode=form.opcode, arch=vs.arch, seed=seed, level=lvl, cases=len(cases))
+    vs.header["digest"] = digest(vs)
+    return to_matrix_level(vs) if level == "matrix" else vs
+
+
+def to_matrix_level(vs: VectorSet) -> VectorSet:
+    """The same vectors as matrices: A [M, K] (sparse: the dense structured-sparse A), B [K, N],
+    C [M, N] and the expected D, one case per product (m8n8k4 .f16 warps hold 4), so a
+    simulator without PTX fragment layouts can run them.  Expected D is recomputed with
+    ``formal.evaluate_matrices`` (for sparse forms the dense A's non-zeros define the
+    metadata); targets keep their row and column."""
+    from ..evaluate import evaluate_matrices
+    from .draft import dense_a
+    from .witness import case_draft
+
+    form = vs.form
+    if vs.level == "matrix":
+        return vs
+    cases: list[Case] = []
+    for c in vs.cases:
+        d = case_draft(form, c)
+        for p in range(d.B.shape[0]):
+            A = dense_a(form, d.A[p], d.nib) if form.is_sparse else d.A[p]
+            inp = {"A": np.asarray(A, np.uint64), "B": np.asarray(d.B[p], np.uint64),
+                   "C": np.asarray(d.C[p], np.uint64)}
+            tg = [{k: v for k, v in t.items() if k not in ("lane", "reg", "elem", "product")}
+                  for t in c.targets if t.get("product", 0) == p]
+            why = c.why + (f" (product {p} of warp case {c.id})" if d.B.shape[0] > 1 else "")
+            cases.append(Case(len(cases), c.opcode, None, list(c.points), why, inp, None, tg, "matrix",  # type: ignore
+                              list(c.seen)))
+    if cases:
+        D = evaluate_matrices(form, np.stack([x.inputs["A"] for x in cases]), np.stack([x.inputs["B"] for x in cases]),
+                              np.stack([x.inputs["C"] for x in cases]), arch=vs.arch)
+        for x, dd in zip(cases, D):
+            x.expected = np.asarray(dd)
+    out = VectorSet(vs.opcode, vs.arch, vs.seed, "matrix", cases)
+    out.header = dict(vs.header, level="matrix", cases=len(cases), from_level="regs")
+    out.header["digest"] = digest(out)
+    out.stats = vs.stats
+    return out
+
+
 def generate(opcode: str | Form, arch: str = "sm_90", count: int = 0, seed: int = 0,
-             coverage: Iterable[str] | None = None, timeout_ms: int = 20000) -> VectorSet:
+             coverage: Iterable[str] | None = None, timeout_ms: int = 20000, level: str = "regs") -> VectorSet:
     """Vectors for one form: every applicable coverage model (or those named) plus
-    ``count`` random warps.  Expected outputs come from ``formal.evaluate`` with ``arch``."""
+    ``count`` random warps.  Expected outputs come from ``formal.evaluate`` with ``arch``.
+    ``level="matrix"``: matrices instead of registers (:func:`to_matrix_level`); forms
+    whose vectors are always matrices (wmma.mma, block scaling) ignore it."""
     from .. import coverage as cov
     from .draft import (check_output, evaluate_inputs, is_matrix_level, observed_points, output_matrix,
                         to_inputs)
@@ -138,6 +229,9 @@ def generate(opcode: str | Form, arch: str = "sm_90", count: int = 0, seed: int 
     inputs = to_inputs(form, drafts, rng)
     sels = [d.sel if form.is_sparse else None for d in drafts]
     expected = evaluate_inputs(form, inputs, sels, arch)
+    if level not in ("regs", "matrix"):
+        raise VectorError(f"level must be 'regs' or 'matrix', not {level!r}")
+    want_level = level
     level = "matrix" if is_matrix_level(form) else "regs"
     pos = {} if level == "matrix" else _d_positions(form)
     dropped = []
@@ -182,5 +276,8 @@ def generate(opcode: str | Form, arch: str = "sm_90", count: int = 0, seed: int 
                    for p, r in sorted(ctx.stats.items())},
         "dropped": dropped,
     }
+    vs.header["digest"] = digest(vs)
+    if want_level == "matrix":
+        return to_matrix_level(vs)
     vs.stats = {p: dict(r) for p, r in sorted(ctx.stats.items())}
     return vs

@@ -223,7 +223,10 @@ def _npz_arrays(vs: VectorSet) -> dict[str, np.ndarray]:
 
 def write(vs: VectorSet, path: str, fmt: str | None = None) -> str:
     """Write ``vs`` to ``path`` (``-`` = stdout for jsonl/hex); returns the format used."""
+    from .build import digest
+
     fmt = infer_format(path, fmt)
+    vs.header["digest"] = digest(vs)      # the cases may have been filtered since generate()
     if fmt == "npz":
         if path == "-":
             raise VectorError("npz needs a file (-o FILE)")
@@ -282,8 +285,15 @@ def _check_header(h: dict, path: str) -> dict:
 
 
 def _mk(header: dict, cases: list[Case]) -> VectorSet:
-    return VectorSet(header["opcode"], header.get("arch", "?"), int(header.get("seed", 0)),
-                     header.get("level", "regs"), cases, header)
+    from .build import digest
+
+    vs = VectorSet(header["opcode"], header.get("arch", "?"), int(header.get("seed", 0)),
+                   header.get("level", "regs"), cases, header)
+    want = header.get("digest")
+    if want and digest(vs) != want:
+        raise VectorError(f"vector file digest mismatch: the header says {want}, the cases give {digest(vs)} "
+                          f"(edited or truncated file)")
+    return vs
 
 
 def parse_hex_line(line: str, form, path: str, lineno: int) -> tuple[dict, dict]:

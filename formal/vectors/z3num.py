@@ -27,6 +27,7 @@ raise :class:`NoEncoding`.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Sequence
 
 import z3
@@ -37,6 +38,23 @@ from ..numerics.formats import Format, get_format
 EW = 20
 #: alignment exponent of a zero term (far below every real exponent; fits EW bits)
 NEG_E = -(1 << (EW - 3))
+
+
+@contextmanager
+def fresh_context():
+    """Build and solve in a new Z3 context, then restore the old one.
+
+    Z3's search depends on the terms that already exist in its context (their ids order
+    its heuristics), so a query answered in the shared context depends on every query
+    asked before it in the process.  Solver-built vectors must be a pure function of
+    their inputs: each query gets its own context.  (Terms made inside must not leak out.)
+    """
+    old = z3.z3._main_ctx
+    z3.z3._main_ctx = z3.Context()
+    try:
+        yield
+    finally:
+        z3.z3._main_ctx = old
 
 
 class NoEncoding(NotImplementedError):

@@ -1,0 +1,370 @@
+"""Element-level witnesses: which output element is wrong, what feeds it, the smallest
+input that still fails, and the fewest mechanisms that explain all failures.
+
+* :func:`failing_elements` -- for every differing D element of every case: the A row,
+  B column (in the evaluator's term order; sparse: the stored terms and their logical k)
+  and c feeding it, as encodings and decoded values, expected and got bits, and the
+  coverage points placed at that element (``background`` when the element was not built
+  for a point: it fails as a side effect of its warp).
+* :func:`reduce_element` -- delta debugging with the model in the loop: a warp that is
+  zero except the element's terms; c dropped, then terms zeroed one at a time, then
+  factors replaced by 1, while the model still disagrees with the evaluator there.
+* :func:`root_causes` -- a greedy smallest set of known wrong variants
+  (:func:`formal.vectors.distinguish.mechanisms`, the other architecture models) whose
+  outputs reproduce the failing elements' ``got`` bits; the rest is "unexplained".
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from ..catalog import Form
+from ..numerics.formats import decode, get_format, to_float64
+from .build import Case, VectorSet
+from .draft import Draft, dims, is_matrix_level, to_inputs
+
+# ------------------------------------------------------------------------------------------
+# a case as matrices (the inverse of draft.to_inputs)
+
+
+def case_draft(form: Form, case: Case) -> Draft:
+    """The case's inputs as a :class:`Draft` (A compressed for sparse forms, with its nibbles)."""
+    P, M, N, K, Ka = dims(form)
+    if case.level == "matrix":
+        A = np.asarray(case.inputs["A"], np.uint64)
+        d = Draft([], "", A=A[None], B=np.asarray(case.inputs["B"], np.uint64)[None],
+                  C=np.asarray(case.inputs["C"], np.uint64)[None])
+        if "scale_a" in case.inputs:
+            d.scale_a, d.scale_b = case.inputs["scale_a"], case.inputs["scale_b"]
+        return d
+    from .. import layout
+
+    def mats(op):
+        x = layout.unpack(form, op, np.asarray(case.inputs[op])[None])[0]
+        return np.asarray(x, np.uint64).reshape((P,) + x.shape[-2:])
+
+    B, C = mats("b"), mats("c")
+    if form.is_sparse:
+        from ..metadata.storage import _fm_sel, _read
+
+        fm, sel = _fm_sel(form, case.sel)
+        stored, nib = _read(fm, np.asarray(case.inputs["a"])[None], np.asarray(case.inputs["e"])[None], sel,
+                            allow_ub=False)
+        A = np.asarray(stored, np.uint64).reshape(1, M, Ka)
+        return Draft([], "", A=A, B=B, C=C, nib=np.asarray(nib[0], np.int64), sel=sel)
+    return Draft([], "", A=mats("a"), B=B, C=C)
+
+
+def _kidx(form: Form, d: Draft, m: int) -> np.ndarray:
+    if not form.is_sparse or d.nib is None:
+        return np.arange(d.A.shape[-1])
+    from .draft import meta
+
+    fm = meta(form)
+    w, s = fm.gran.width, fm.gran.stored
+    out = []
+    for ch in range(fm.chunks_per_row):
+        offs = fm.offsets(int(d.nib[m, ch]))
+        out += [ch * w + offs[j] for j in range(s)]
+    return np.asarray(out, np.int64)
+
+
+def element_terms(form: Form, d: Draft, p: int, m: int, n: int) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    """(a [Ka], b [Ka], c, k [Ka]) feeding D[p, m, n] (b gathered at each term's logical k)."""
+    ks = _kidx(form, d, m)        # a matrix-level case's draft has no nibbles: its A is dense
+    return d.A[p, m, :].copy(), d.B[p, ks, n].copy(), int(d.C[p, m, n]), ks
+
+
+def _with_element(form: Form, base: Draft, p, m, n, a, b, c) -> Draft:
+    """A warp that is zero except element (p, m, n): its row of A, column of B and c."""
+    ks = _kidx(form, base, m)
+    A = np.zeros_like(base.A)
+    B = np.zeros_like(base.B)
+    C = np.zeros_like(base.C)
+    A[p, m, :] = a
+    B[p, ks, n] = b
+    C[p, m, n] = c
+    return Draft([], "", A=A, B=B, C=C, nib=base.nib, sel=base.sel, scale_a=base.scale_a, scale_b=base.scale_b)
+
+
+# ------------------------------------------------------------------------------------------
+# element witnesses
+
+
+def _val(code: int, t: str) -> Any:
+    f = get_format(t)
+    if f.cls == "float":
+        v = float(to_float64(np.array([code], dtype=f.np_container), t)[0])
+        return repr(v)
+    dd = decode(np.array([code], np.uint64), t)
+    return int(dd.sig[0]) * (-1 if dd.neg[0] else 1)
+
+
+def element_tags(form: Form, a, b, c: int) -> list[str]:
+    """Points an element's own inputs hit (not its warp's): NaN/Inf/subnormal/-0 per operand."""
+    out = []
+    for op, x, t in (("a", a, form.atype), ("b", b, form.btype), ("c", [c], form.ctype)):
+        f = get_format(t)
+        if f.cls != "float":
+            continue
+        dd = decode(np.asarray(x, np.uint64), t)
+        sub = ~dd.zero & ~dd.nan & ~dd.inf & (dd.sig < (1 << f.mantissa)) if f.subnormal else np.zeros(len(x), bool)
+        for name, mask in (("nan_in", dd.nan), ("inf_in", dd.inf), ("subnormal_in", sub)):
+            if mask.any():
+                out.append(f"{name}:{op}")
+    return out
+
+
+@dataclass
+class ElementWitness:
+    case: int
+    product: int
+    row: int
+    col: int
+    points: list[str]                  # points built at this element, or ["background"] (a case built
+                                       #   as a whole, e.g. random, lends all its elements its points)
+    tags: list[str]                    # what the element's own inputs hold (nan_in:a ...)
+    expected: str
+    got: str
+    a: dict[int, str]                  # logical k -> encoding (non-zero terms only)
+    b: dict[int, str]
+    c: str
+    values: dict[str, Any] = field(default_factory=dict)   # decoded a, b, c, expected, got
+    terms: int = 0
+    reduced: dict | None = None         # {"a", "b", "c", "terms", "expected", "got"}
+    cause: str | None = None            # the root-cause group it belongs to
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def lines(self) -> list[str]:
+        where = f"D[{self.row},{self.col}]" + (f" of product {self.product}" if self.product else "")
+        pts = ", ".join(self.points)
+        out = [f"case {self.case} {where} [{pts}]" + (f" cause: {self.cause}" if self.cause else "")
+               + f": got {self.got} ({self.values.get('got')}), expected {self.expected} ({self.values.get('expected')})"]
+        va, vb = self.values.get("a", {}), self.values.get("b", {})
+        out.append("    terms: " + ("  ".join(f"k={k}: {self.a[k]} x {self.b[k]} ({va.get(k)} x {vb.get(k)})"
+                                              for k in self.a) or "(none)")
+                   + f";  c = {self.c} ({self.values.get('c')})")
+        if self.reduced:
+            r = self.reduced
+            out.append(f"    reduced to {r['terms']} term(s): " +
+                       ("  ".join(f"k={k}: {r['a'][k]} x {r['b'][k]}" for k in r["a"]) or "(none)") +
+                       f";  c = {r['c']} -> got {r['got']}, expected {r['expected']}")
+        return out
+
+
+def _hex(v: int, t: str) -> str:
+    return f"0x{int(v):0{max(1, -(-get_format(t).bits // 4))}x}"
+
+
+def _output_matrix(form: Form, case: Case, out) -> np.ndarray:
+    from .draft import output_matrix
+
+    if case.level == "matrix":
+        return np.asarray(out)[None]
+    return output_matrix(form, np.asarray(out))
+
+
+def failing_elements(vs: VectorSet, got: list[np.ndarray], limit: int = 4000) -> list[ElementWitness]:
+    """Every differing D element (up to ``limit``), with the inputs that feed it."""
+    form = vs.form
+    out: list[ElementWitness] = []
+    for case, g in zip(vs.cases, got):
+        exp = np.asarray(case.expected)
+        g = np.asarray(g)
+        if g.shape != exp.shape or not (g.astype(np.uint64) != exp.astype(np.uint64)).any():
+            continue
+        try:
+            De = _output_matrix(form, case, exp)
+            Dg = _output_matrix(form, case, g)
+            d = case_draft(form, case)
+        except Exception:
+            continue
+        at = {}
+        for t in case.targets:
+            at.setdefault((t.get("product", 0), t["row"], t["col"]), []).append(t["point"])
+        for p, m, n in np.argwhere(De != Dg):
+            p, m, n = int(p), int(m), int(n)
+            a, b, c, ks = element_terms(form, d, p, m, n)
+            nz = [j for j in range(len(a)) if a[j] or b[j]]
+            e, gg = int(De[p, m, n]), int(Dg[p, m, n])
+            out.append(ElementWitness(
+                case.id, p, m, n, at.get((p, m, n), ["background"] if case.targets else list(case.points)), element_tags(form, a, b, c),
+                _hex(e, form.dtype), _hex(gg, form.dtype),
+                {int(ks[j]): _hex(a[j], form.atype) for j in nz}, {int(ks[j]): _hex(b[j], form.btype) for j in nz},
+                _hex(c, form.ctype),
+                {"a": {int(ks[j]): _val(int(a[j]), form.atype) for j in nz},
+                 "b": {int(ks[j]): _val(int(b[j]), form.btype) for j in nz},
+                 "c": _val(c, form.ctype), "expected": _val(e, form.dtype), "got": _val(gg, form.dtype)},
+                len(nz)))
+            if len(out) >= limit:
+                return out
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# reduction with the model in the loop
+
+
+def reduce_element(vs: VectorSet, w: ElementWitness, run: Callable, arch) -> dict | None:
+    """Fewest terms at element (product, row, col) on which ``run`` (drafts -> outputs, one per
+    draft, like the case's expected) still disagrees with the evaluator there."""
+    from .distinguish import reduce
+
+    form = vs.form
+    case = vs.cases[w.case]
+    base = case_draft(form, case)
+    a0, b0, c0, ks = element_terms(form, base, w.product, w.row, w.col)
+    rng = np.random.default_rng(0)
+
+    def outs(A, B, C):
+        drafts = [_with_element(form, base, w.product, w.row, w.col, A[i], B[i], int(C[i])) for i in range(len(A))]
+        inputs = to_inputs(form, drafts, rng)
+        if case.level == "matrix" and not is_matrix_level(form):     # matrix-level vectors of an mma form
+            inputs = [{"A": dr.A[0], "B": dr.B[0], "C": dr.C[0]} for dr in drafts]
+        exp = evaluate_inputs_level(form, inputs, [case.sel] * len(drafts), arch, case.level)
+        got = run(inputs, case)
+        e = np.stack([_output_matrix(form, case, x)[w.product, w.row, w.col] for x in exp])
+        g = np.stack([_output_matrix(form, case, x)[w.product, w.row, w.col] for x in got])
+        return e, g
+
+    def fails(A, B, C):
+        e, g = outs(A, B, C)
+        return e != g
+
+    try:
+        if not fails(a0[None], b0[None], np.array([c0], np.uint64))[0]:
+            return {"note": "the element alone does not fail: it fails only with the rest of its warp"}
+        a, b, c = reduce(form, fails, a0, b0, c0)
+        e, g = outs(a[None], b[None], np.array([c], np.uint64))
+    except Exception as ex:     # reduction is a convenience: never hide the witness itself
+        return {"note": f"not reduced: {type(ex).__name__}: {ex}"}
+    nz = [j for j in range(len(a)) if a[j] or b[j]]
+    return {"a": {int(ks[j]): _hex(a[j], form.atype) for j in nz}, "b": {int(ks[j]): _hex(b[j], form.btype) for j in nz},
+            "c": _hex(c, form.ctype), "terms": len(nz), "expected": _hex(int(e[0]), form.dtype),
+            "got": _hex(int(g[0]), form.dtype),
+            "values": {"a": {int(ks[j]): _val(int(a[j]), form.atype) for j in nz},
+                       "b": {int(ks[j]): _val(int(b[j]), form.btype) for j in nz}, "c": _val(c, form.ctype)}}
+
+
+def evaluate_inputs_level(form: Form, inputs, sels, arch, level: str):
+    from .draft import evaluate_inputs
+
+    if level == "matrix" and not is_matrix_level(form):
+        from ..evaluate import evaluate_matrices
+
+        D = evaluate_matrices(form, np.stack([x["A"] for x in inputs]), np.stack([x["B"] for x in inputs]),
+                              np.stack([x["C"] for x in inputs]), arch=arch)
+        return list(D)
+    return evaluate_inputs(form, inputs, sels, arch)
+
+
+# ------------------------------------------------------------------------------------------
+# root causes
+
+
+def _candidates(form: Form, arch) -> list[tuple[str, str, Any]]:
+    """(label, what, model) of every known wrong variant and every other architecture model."""
+    from ..numerics.archs import MODELS
+    from .distinguish import mechanisms, supports
+
+    out = [(m.point.replace(" ", "_"), m.what, m.variant) for m in mechanisms(form, arch)]
+    ref = getattr(arch, "name", str(arch))
+    for name in MODELS:
+        if name != ref and supports(form, name):
+            out.append((f"arch:{name}", f"behaves like the {name} model", name))
+    return out
+
+
+def root_causes(form: Form, arch, elems: list[ElementWitness], vs: VectorSet | None = None) -> list[dict]:
+    """Greedy smallest set of variants that reproduce the failing elements' bits.
+
+    Each group: {"cause", "what", "elements", "cases", "points"}; elements no variant
+    reproduces form the group ``"unexplained"``."""
+    from .distinguish import eval_terms
+
+    if not elems or vs is None:
+        return []
+    A, B, C, G = [], [], [], []
+    drafts: dict[int, Draft] = {}
+    for w in elems:          # the full term vectors (zeros included) from the vector set
+        d = drafts.get(w.case)
+        if d is None:
+            d = drafts[w.case] = case_draft(form, vs.cases[w.case])
+        a, b, c, _ = element_terms(form, d, w.product, w.row, w.col)
+        A.append(a)
+        B.append(b)
+        C.append(c)
+        G.append(int(w.got, 16))
+    A, B = np.stack(A), np.stack(B)
+    C, G = np.array(C, np.uint64), np.array(G, np.uint64)
+    cands = _candidates(form, arch)
+    expl = {}
+    for label, what, model in cands:
+        try:
+            out = eval_terms(form, model, A, B, C)
+            expl[(label, what)] = out == G
+        except Exception:
+            continue
+    left = np.ones(len(elems), bool)
+    groups = []
+    while left.any() and expl:
+        best = max(expl, key=lambda k: int((expl[k] & left).sum()))
+        hit = expl[best] & left
+        if not hit.any():
+            break
+        idx = np.flatnonzero(hit)
+        groups.append({"cause": best[0], "what": best[1], "elements": int(len(idx)),
+                       "cases": sorted({elems[i].case for i in idx}),
+                       "points": sorted({p for i in idx for p in elems[i].points})})
+        for i in idx:
+            elems[i].cause = best[0]
+        left &= ~hit
+    if left.any():
+        idx = np.flatnonzero(left)
+        groups.append({"cause": "unexplained", "what": "no known variant reproduces these outputs",
+                       "elements": int(len(idx)), "cases": sorted({elems[i].case for i in idx}),
+                       "points": sorted({p for i in idx for p in elems[i].points})})
+        for i in idx:
+            elems[i].cause = "unexplained"
+    return groups
+
+
+def decide_variants(vs: VectorSet, got: list[np.ndarray], arch="sm_90") -> dict[str, dict]:
+    """Observed outputs (a device's) against every known wrong variant, on the elements the
+    vectors were built at: per variant how many of those elements it predicts differently
+    from what was observed (``refuted_on`` > 0: the observation rules it out) -- the probe
+    decision of :mod:`formal.numerics.fit`, for every mechanism the coverage targets."""
+    from .distinguish import eval_terms
+
+    form = vs.form
+    A, B, C, G = [], [], [], []
+    for case, g in zip(vs.cases, got):
+        if not case.targets:
+            continue
+        d = case_draft(form, case)
+        Dg = _output_matrix(form, case, g)
+        for t in case.targets:
+            p, m, n = t.get("product", 0), t["row"], t["col"]
+            a, b, c, _ = element_terms(form, d, p, m, n)
+            A.append(a)
+            B.append(b)
+            C.append(c)
+            G.append(int(Dg[p, m, n]))
+    if not A:
+        return {}
+    A, B = np.stack(A), np.stack(B)
+    C, G = np.array(C, np.uint64), np.array(G, np.uint64)
+    out = {}
+    for label, what, model in [("reference", f"the {getattr(arch, 'name', arch)} model", arch)] + _candidates(form, arch):
+        try:
+            pred = eval_terms(form, model, A, B, C)
+        except Exception as e:
+            out[f"{label} ({what})"] = {"error": f"{type(e).__name__}: {e}"}
+            continue
+        out[f"{label} ({what})"] = {"elements": int(len(G)), "refuted_on": int((pred != G).sum())}
+    return out
