@@ -166,8 +166,7 @@ def to_matrix_level(vs: VectorSet) -> VectorSet:
     ``formal.evaluate_matrices`` (for sparse forms the dense A's non-zeros define the
     metadata); targets keep their row and column."""
     from ..evaluate import evaluate_matrices
-    from .draft import dense_a
-    from .witness import case_draft
+    from .draft import case_draft, dense_a
 
     form = vs.form
     if vs.level == "matrix":

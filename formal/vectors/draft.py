@@ -418,3 +418,33 @@ def observed_points(form: Form, inputs: dict[str, np.ndarray], expected: np.ndar
         if (v == f.int_min).any():
             pts.append("int_out_min")
     return pts
+
+
+# a case as matrices (the inverse of to_inputs)
+
+def case_draft(form: Form, case) -> "Draft":
+    """A vector case's (:class:`formal.vectors.build.Case`) inputs as a :class:`Draft` (A compressed for sparse forms, with its nibbles)."""
+    P, M, N, K, Ka = dims(form)
+    if case.level == "matrix":
+        A = np.asarray(case.inputs["A"], np.uint64)
+        d = Draft([], "", A=A[None], B=np.asarray(case.inputs["B"], np.uint64)[None],
+                  C=np.asarray(case.inputs["C"], np.uint64)[None])
+        if "scale_a" in case.inputs:
+            d.scale_a, d.scale_b = case.inputs["scale_a"], case.inputs["scale_b"]
+        return d
+    from .. import layout
+
+    def mats(op):
+        x = layout.unpack(form, op, np.asarray(case.inputs[op])[None])[0]
+        return np.asarray(x, np.uint64).reshape((P,) + x.shape[-2:])
+
+    B, C = mats("b"), mats("c")
+    if form.is_sparse:
+        from ..metadata.storage import _fm_sel, _read
+
+        fm, sel = _fm_sel(form, case.sel)
+        stored, nib = _read(fm, np.asarray(case.inputs["a"])[None], np.asarray(case.inputs["e"])[None], sel,
+                            allow_ub=False)
+        A = np.asarray(stored, np.uint64).reshape(1, M, Ka)
+        return Draft([], "", A=A, B=B, C=C, nib=np.asarray(nib[0], np.int64), sel=sel)
+    return Draft([], "", A=mats("a"), B=B, C=C)

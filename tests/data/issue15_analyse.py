@@ -2,7 +2,7 @@
 import glob, json, os, sys
 import numpy as np
 from formal.vectors import read, read_results, compare
-from formal.vectors.gpu import file_name
+from formal.hw.vectors import file_name
 from formal.vectors.witness import decide_variants, failing_elements
 from formal.vectors.build import Case, VectorSet
 from formal.vectors.draft import evaluate_inputs

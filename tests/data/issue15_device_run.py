@@ -7,7 +7,7 @@ import time
 
 t0 = time.time()
 from formal.hw.runner import GPU
-from formal.vectors.gpu import run_vectors_on_gpu
+from formal.hw.vectors import run_vectors_on_gpu
 
 out = os.environ["OUT"]
 gpu = GPU()
