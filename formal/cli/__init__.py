@@ -15,7 +15,7 @@ import importlib
 import sys
 
 # Command groups, in help order.  A group whose module is not written yet is skipped.
-GROUPS = ["catalog", "layout", "prove", "metadata", "evaluate", "hw", "vectors", "transform", "wmma", "ptxas", "errata"]
+GROUPS = ["catalog", "layout", "prove", "metadata", "evaluate", "hw", "vectors", "transform", "wmma", "ptxas", "errata", "kernel"]
 
 
 class InputError(Exception):
