@@ -102,6 +102,7 @@ def check(mod, spec, ctas=None, seed: int = 0) -> CheckResult:
                                                        pv.formations) if c},
              "operand_derivations": {k: {n: int(c) for n, c in zip(["element", "converted", "residual", "arithmetic"], v)
                                          if c} for k, v in pv.derivs.items()}}
+    stats["wmma_maps"] = sorted(pv.wmma_maps)
     wit = m.witnesses
     if wit:
         verdict = "refuted"
@@ -119,7 +120,9 @@ def check(mod, spec, ctas=None, seed: int = 0) -> CheckResult:
                             for k, v in stats["operand_derivations"].items())
                 + (f"; {pv.permuted} products use a k order other than the mma's (a permutation shared by both operands)"
                    if pv.permuted else "")
-                + (f"; CTAs checked: {len(m.ctas)} of {n_all}" if ctas is not None else ""))
+                + (f"; CTAs checked: {len(m.ctas)} of {n_all}" if ctas is not None else "")
+                + (f"; for the wmma fragment maps {', '.join(sorted(pv.wmma_maps))} (PTX leaves them unspecified)"
+                   if pv.wmma_maps else ""))
     elif verdict == "refuted":
         summ = f"refuted: {counts}"
     else:

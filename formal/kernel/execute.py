@@ -123,9 +123,52 @@ def _int_or_float(m, p, ins, exe):
         ts = [m.optags(o) for o in srcs]
         if any(x is not None for x in ts):
             nb = (2 * w if wide else w) // 8
-            d = TG.CONV if h in _BITWISE else TG.ARITH
-            tg = TG.combine(ts, nb, d, m.T)
+            tg = _bytewise(h, srcs, ts, vals, w, m.T)
+            if tg is None:
+                d = TG.CONV if h in _BITWISE else TG.ARITH
+                tg = TG.combine(ts, nb, d, m.T)
     _scalar_write(m, ins, p, exe, ins.ops[0], r, tg)
+    return None
+
+
+def _bytewise(h, srcs, ts, vals, w, T):
+    """Tags of and/or/shl/shr when they only move or mask whole bytes (unpacking packed
+    elements): byte k of the result holds what byte k' of a source held.  None when the
+    operation does not act on whole bytes (the caller derives the tags then)."""
+    nb = w // 8
+    if nb < 1:
+        return None
+    def tags_of(i):
+        t = ts[i]
+        return np.zeros((T, nb), np.int64) if t is None else t[:, :nb]
+    if h in ("shl", "shr") and isinstance(srcs[1], Imm) and srcs[1].value % 8 == 0 and ts[1] is None:
+        k = min(srcs[1].value // 8, nb)
+        a = tags_of(0)
+        out = np.zeros((T, nb), np.int64)
+        if h == "shl":
+            out[:, k:] = a[:, :nb - k]
+        else:
+            out[:, :nb - k] = a[:, k:]
+        return out
+    if h == "and" and (ts[0] is None) != (ts[1] is None):
+        di = 0 if ts[0] is not None else 1
+        c = vals[1 - di]
+        bytes_ = np.stack([((c >> U64(8 * k)) & U64(0xFF)) for k in range(nb)], axis=1)
+        a = tags_of(di)
+        keep = bytes_ == 0xFF
+        drop = bytes_ == 0
+        part = ~keep & ~drop
+        out = np.where(keep, a, 0)
+        return np.where(part & (a != 0), TG.with_deriv(a, TG.CONV), out)
+    if h in ("or", "xor", "add") and ts[0] is not None and ts[1] is not None:
+        a, b = tags_of(0), tags_of(1)
+        # disjoint bytes: each byte of data from at most one operand, the other's byte zero
+        va = np.stack([((vals[0] >> U64(8 * k)) & U64(0xFF)) for k in range(nb)], axis=1)
+        vb = np.stack([((vals[1] >> U64(8 * k)) & U64(0xFF)) for k in range(nb)], axis=1)
+        ok = ((a == 0) & (va == 0)) | ((b == 0) & (vb == 0))
+        if ok.all():
+            return np.where(a != 0, a, b)
+        return None
     return None
 
 
@@ -158,6 +201,9 @@ def _float(m, p, ins, exe, t, srcs):
         ts = [m.optags(o) for o in srcs]
         if any(x is not None for x in ts):
             tg = TG.combine(ts, w // 8, TG.ARITH, m.T)
+            if h == "add" and t in ("f32", "f64", "f16", "bf16") and m.prov is not None:
+                # two partial accumulators (split-K, 3xTF32 passes) or accumulator + addend
+                tg = m.prov.merge_add(ins, exe, ts, tg, w // 8)
             if h == "sub" and ts[0] is not None and ts[1] is not None:
                 # x - cvt(x): the residual of a split (3xTF32)
                 a0, b0 = ts[0][:, 0], ts[1][:, 0]
@@ -264,13 +310,38 @@ def _step(m, p, ins):
     if st is None:
         from ..transform.spaces import TransformError
         from ..transform.steps import make_step
-        text = ins.text.replace("%", "")
+        text = _canonical(ins)
         try:
             st = make_step(text)
         except TransformError as e:
             raise Unsupported(ins.line, ins.text, str(e)) from None
         m._steps[p] = st
     return st
+
+
+def _canonical(ins) -> str:
+    """The instruction with placeholder operands of the right shape: the step classes read
+    the qualifiers and operand counts from it (the kernel's own operands are bound here)."""
+    op, h, ops = ins.opcode, ins.head, ins.ops
+    def vec(o, name):
+        n = len(o.items) if isinstance(o, Vec) else 1
+        return "{" + ", ".join(f"{name}{i}" for i in range(n)) + "}"
+    if h == "ldmatrix":
+        return f"{op} {vec(ops[0], 'r')}, [p]"
+    if h == "stmatrix":
+        return f"{op} [p], {vec(ops[1], 'r')}"
+    if h == "movmatrix":
+        return f"{op} d, a"
+    if h == "shfl":
+        return f"{op} d, a, b, c, m"
+    if h == "prmt":
+        return f"{op} d, a, b, c"
+    if h == "cvt":
+        return f"{op} d, a, b"
+    if h == "mov":
+        d, a = ops[0], ops[1]
+        return f"{op} {vec(d, 'x') if isinstance(d, Vec) else 'd'}, {vec(a, 'x') if isinstance(a, Vec) else 'a'}"
+    return ins.text.replace("%", "")
 
 
 def _mov_pack(m, p, ins, exe, t, d, a):
@@ -378,7 +449,12 @@ def _cvt(m, p, ins, exe):
     tg = None
     if m.check:
         to = m.optags(ins.ops[1])
-        if to is not None:
+        if to is not None and dt in V.INT_TYPES and st_ in V.INT_TYPES and not kw["sat"]:
+            nb = max(V.type_bits(dt) // 8, 1)
+            sb = max(V.type_bits(st_) // 8, 1)
+            tg = np.zeros((m.T, nb), np.int64)
+            tg[:, :min(nb, sb)] = to[:, :min(nb, sb)]
+        elif to is not None:
             tg = TG.combine([to], max(V.type_bits(dt) // 8, 1), TG.CONV, m.T)
             tg = _conv_deriv(to, tg)
     _scalar_write(m, ins, p, exe, ins.ops[0], r, tg)
@@ -890,7 +966,8 @@ def _mma(m, p, ins, exe):
 
 
 def _wmma(m, p, ins, exe):
-    raise Unsupported(ins.line, ins.text, "wmma fragments are unspecified by PTX; the kernel interpreter does not run them yet")
+    from .wmma import wmma
+    return wmma(m, p, ins, exe, _warps(m, ins, exe), _thread_ids)
 
 
 def _unsupported(m, p, ins, exe):

@@ -99,6 +99,7 @@ class Provenance:
         self.permuted = 0
         self.formations = np.zeros(4, np.int64)
         self.derivs = {"A": np.zeros(4, np.int64), "B": np.zeros(4, np.int64)}
+        self.wmma_maps: set[str] = set()
 
     # --------------------------------------------------------------- accumulators
     def _alloc(self, n):
@@ -121,10 +122,10 @@ class Provenance:
         return ids
 
     # --------------------------------------------------------------- mma
-    def _elements(self, form, operand, regs, vals, tids):
+    def _elements(self, form, operand, regs, vals, tids, frag=None):
         """Tags [W, rows, cols] (first byte of each element), values, and holder (lane, reg)."""
         m = self.m
-        lay, en = _frag(form, operand)
+        lay, en = (frag, frag.enumerate()) if frag is not None else _frag(form, operand)
         if lay.elem_bits < 8:
             raise Unsupported(0, form.opcode, "sub-byte elements in check")
         W = tids.shape[0]
@@ -174,16 +175,21 @@ class Provenance:
         sign = np.uint64(1 << (lay.value_bits - 1))
         return (value & ~sign) == 0 if lay.value_bits > 1 else value == 0
 
-    def mma(self, ins, p, form, tids, regs, a, b, c, e, sel):
+    def mma(self, ins, p, form, tids, regs, a, b, c, e, sel, frags=None):
         m = self.m
         if form.is_sparse:
             raise Unsupported(ins.line, ins.text, "provenance through mma.sp metadata is not modelled yet")
         self.mmas += 1
-        At, Av, Ac, Al, Ar, La = self._elements(form, "a", regs["a"], a, tids)
-        Bt, Bv, Bc, Bl, Br, Lb = self._elements(form, "b", regs["b"], b, tids)
-        Ct, Cv, Cc, Cl, Cr, Lc = self._elements(form, "c", regs["c"], c, tids)
+        fr = frags or {}
+        At, Av, Ac, Al, Ar, La = self._elements(form, "a", regs["a"], a, tids, fr.get("a"))
+        Bt, Bv, Bc, Bl, Br, Lb = self._elements(form, "b", regs["b"], b, tids, fr.get("b"))
+        Ct, Cv, Cc, Cl, Cr, Lc = self._elements(form, "c", regs["c"], c, tids, fr.get("c"))
+        if frags:
+            self.wmma_maps.update(f"{k}: {v.fmap.id} ({v.fmap.evidence})" for k, v in frags.items())
         W, M, K = At.shape
         N = Bt.shape[2]
+        At = self._chained(ins, tids, At, Al, Ar, regs["a"], rows=True)
+        Bt = self._chained(ins, tids, Bt, Bl, Br, regs["b"], rows=False)
         # the contract: the one whose lhs the A elements come from
         abufs = TG.buf(At[TG.kind(At) == TG.ELEM])
         con = None
@@ -293,7 +299,7 @@ class Provenance:
             self.derivs["A"] += np.bincount(TG.deriv(at[ok]).ravel(), minlength=4)[:4]
             self.derivs["B"] += np.bincount(TG.deriv(bt[ok]).ravel(), minlength=4)[:4]
         # d's tags: the accumulator ids at the d fragment
-        lay, en = _frag(form, "d")
+        lay, en = (fr["d"], fr["d"].enumerate()) if "d" in fr else _frag(form, "d")
         eb = lay.elem_bits // 8
         out = []
         T = m.T
@@ -305,6 +311,124 @@ class Provenance:
                 t_ = TG.make(TG.ACC, 0, ids[:, rw, cl], b)                       # [W, P]
                 tg[tids[:, ln], el * eb + b] = t_
             out.append(tg)
+        return out
+
+    def _chained(self, ins, tids, T, hl, hr, regs, rows):
+        """An operand that is another contract's accumulator (attention: S = Q @ K.T feeds
+        O = S @ V): complete accumulators become that contract's output elements."""
+        acc = TG.kind(T) == TG.ACC
+        if not acc.any():
+            return T
+        ids = np.where(acc, TG.idx(T), 0)
+        T = T.copy()
+        cidx = self.acc_c[ids]
+        for ci, con in enumerate(self.contracts):
+            sel = acc & (cidx == ci)
+            if not sel.any():
+                continue
+            b = self.m.spec.buffers[con.out - 1]
+            st = b.strides
+            a = ids[sel]
+            if len(b.shape) == 3:
+                idx = self.acc_b[a] * st[0] + self.acc_m[a] * st[1] + self.acc_n[a] * st[2]
+            else:
+                idx = self.acc_m[a] * st[0] + self.acc_n[a] * st[1]
+            T[sel] = TG.make(TG.ELEM, con.out, idx, TG.byte(T[sel]), TG.CONV)
+            full = self._complete(a, con.K)
+            if (~full).any():
+                k = int(np.flatnonzero(~full)[0])
+                w, r, c = (int(x[k]) for x in np.nonzero(sel))
+                pos = r if rows else c
+                t, reg = self._holder(tids, w, hl[pos] if hl.ndim == 1 else hl[r, c], hr[pos] if hr.ndim == 1
+                                      else hr[r, c], regs)
+                self.m.witness("missing-product", ins, t, reg,
+                               f"the accumulator of {b.name}[{self.acc_m[a[k]]}][{self.acc_n[a[k]]}] before all its "
+                               f"products ({self._count(a[k])} of {con.K})",
+                               f"{b.name} complete ({con.c.text}) before it feeds this mma")
+        return T
+
+    def _fullwords(self, K):
+        fullw = np.zeros(self.nwords, np.uint64)
+        for k in range(K):
+            fullw[k >> 6] |= np.uint64(1) << np.uint64(k & 63)
+        return fullw
+
+    def _complete(self, ids, K):
+        kb = self.kbits[ids]
+        fullw = self._fullwords(K)
+        have = (kb != 0).any(axis=-1)
+        isfull = (kb == fullw).all(axis=-1)
+        return have[..., 0] & isfull[..., 0] & (~have[..., 1:] | isfull[..., 1:]).all(axis=-1)
+
+    def _count(self, a):
+        return int(sum(bin(int(x)).count("1") for x in self.kbits[a, 0]))
+
+    def merge_add(self, ins, exe, ts, tg, nb):
+        """add.f32 of two accumulators of the same (m, n) -> one accumulator with both k sets
+        (a k in both is a duplicate product); accumulator + the addend's element -> the
+        accumulator with its addend."""
+        m = self.m
+        if ts[0] is None or ts[1] is None:
+            return tg
+        a0, b0 = ts[0][:, 0], ts[1][:, 0]
+        ka, kb = TG.kind(a0), TG.kind(b0)
+        both = exe & (ka == TG.ACC) & (kb == TG.ACC)
+        add_c = exe & (((ka == TG.ACC) & (kb == TG.ELEM)) | ((ka == TG.ELEM) & (kb == TG.ACC)))
+        if not (both.any() or add_c.any()):
+            return tg
+        out = tg.copy()
+        if both.any():
+            t = np.flatnonzero(both)
+            ia, ib = TG.idx(a0[t]), TG.idx(b0[t])
+            same = (self.acc_m[ia] == self.acc_m[ib]) & (self.acc_n[ia] == self.acc_n[ib]) & \
+                (self.acc_b[ia] == self.acc_b[ib])
+            if (~same).any():
+                k = int(np.flatnonzero(~same)[0])
+                m.witness("wrong-element", ins, t[k], ins.ops[1].name,
+                          f"adds the accumulator of ({self.acc_m[ia[k]]}, {self.acc_n[ia[k]]}) to that of "
+                          f"({self.acc_m[ib[k]]}, {self.acc_n[ib[k]]})", "partial sums of the same output element")
+            dup = (self.kbits[ia] & self.kbits[ib]) != 0
+            if dup.any():
+                k = int(np.flatnonzero(dup.any(axis=(1, 2)))[0])
+                m.witness("duplicate-product", ins, t[k], ins.ops[1].name,
+                          f"both partial sums of ({self.acc_m[ia[k]]}, {self.acc_n[ia[k]]}) hold some product",
+                          "each k once")
+            new = self._alloc(len(t))
+            for key in ("acc_m", "acc_n", "acc_b", "acc_c"):
+                arr = getattr(self, key)
+                arr[new] = arr[ia]
+            self.acc_add[new] = self.acc_add[ia] | self.acc_add[ib]
+            self.kbits[new] = self.kbits[ia] | self.kbits[ib]
+            self.acc_line[new] = ins.line
+            out[t] = TG.make(TG.ACC, 0, new[:, None], np.arange(nb)[None, :] % 8)
+        if add_c.any():
+            t = np.flatnonzero(add_c)
+            acc_t = np.where(ka[t] == TG.ACC, a0[t], b0[t])
+            el_t = np.where(ka[t] == TG.ACC, b0[t], a0[t])
+            ia = TG.idx(acc_t)
+            cons = [c for c in self.contracts if c.addend is not None]
+            ok = np.zeros(len(t), bool)
+            for con in cons:
+                sel = TG.buf(el_t) == con.addend
+                if sel.any():
+                    bch, r, c, okc = self._coords(el_t[sel], con.addend, False)
+                    good = okc & (r == self.acc_m[ia[sel]]) & (c == self.acc_n[ia[sel]])
+                    ok[np.flatnonzero(sel)[good]] = True
+            if (~ok).any():
+                k = int(np.flatnonzero(~ok)[0])
+                m.witness("wrong-element", ins, t[k], ins.ops[1].name,
+                          f"adds {self._describe(el_t[k])} to the accumulator of ({self.acc_m[ia[k]]}, {self.acc_n[ia[k]]})",
+                          "the contract's addend at the accumulator's (m, n)")
+            tt, ia = t[ok], ia[ok]
+            if tt.size:
+                new = self._alloc(len(tt))
+                for key in ("acc_m", "acc_n", "acc_b", "acc_c"):
+                    arr = getattr(self, key)
+                    arr[new] = arr[ia]
+                self.acc_add[new] = True
+                self.kbits[new] = self.kbits[ia]
+                self.acc_line[new] = ins.line
+                out[tt] = TG.make(TG.ACC, 0, new[:, None], np.arange(nb)[None, :] % 8)
         return out
 
     # --------------------------------------------------------------- witnesses

@@ -554,11 +554,36 @@ def parse_module(text: str, path: str | None = None) -> Module:
         _body_statement(fn, st, line, path)
     if stack:
         raise PTXSyntaxError(text.count("\n") + 1, "unbalanced '{' at end of module", path)
+    for f in functions.values():
+        _registers_by_name(f)
     if not version:
         raise PTXSyntaxError(1, "missing .version", path)
     if not target:
         raise PTXSyntaxError(1, "missing .target", path)
     return Module(version, target, targets, asize, functions, mvars, path)
+
+
+def _registers_by_name(fn: Function) -> None:
+    """Registers may be declared without '%' (inline-asm blocks: `.reg .b32 __$1;`): operands
+    naming a declared register become registers."""
+    plain = {r for r in fn.regs if not r.startswith("%")}
+    if not plain:
+        return
+
+    def fix(o):
+        if isinstance(o, Sym) and o.name in plain:
+            return Reg(o.name)
+        if isinstance(o, Vec):
+            return Vec(tuple(fix(x) for x in o.items))
+        if isinstance(o, Addr) and isinstance(o.base, Sym) and o.base.name in plain:
+            return Addr(Reg(o.base.name), o.offset)
+        if isinstance(o, Pair):
+            return Pair(fix(o.first), fix(o.second))
+        return o
+    for ins in fn.instrs:
+        ins.ops = [fix(o) for o in ins.ops]
+        if ins.pred in plain:
+            pass
 
 
 def _header(st: str, line: int, path):
