@@ -74,7 +74,8 @@ class Provenance:
             li, ri, oi = (m.buf_index[x] + 1 for x in (c.lhs, c.rhs, c.out))
             ai = m.buf_index[c.addend] + 1 if c.addend else None
             lb, rb, ob = sp.buffer(c.lhs), sp.buffer(c.rhs), sp.buffer(c.out)
-            ls = lb.shape[-2:] if not c.lhs_t else lb.shape[-2:][::-1]
+            lshape = tuple(lb.extra.get("logical_shape", lb.shape))
+            ls = lshape[-2:] if not c.lhs_t else lshape[-2:][::-1]
             rs = rb.shape[-2:] if not c.rhs_t else rb.shape[-2:][::-1]
             if len(lb.shape) not in (2, 3) or len(rb.shape) != len(lb.shape) or len(ob.shape) != len(lb.shape):
                 raise Unsupported(0, c.text, "contracts over rank-2 (or batched rank-3) buffers")
@@ -166,9 +167,23 @@ class Provenance:
             bch, r, c = co[..., 0], co[..., 1], co[..., 2]
         else:
             bch, r, c = np.zeros_like(co[..., 0]), co[..., 0], co[..., 1]
+        b = self.m.spec.buffers[bufid - 1]
+        if b.extra.get("sparse") == "2:4" and len(b.shape) == 2:
+            # compressed column c of row r is logical column 4 * (c // 2) + idx (E's nibble)
+            meta = self._meta(b)
+            rr, cc = np.clip(r, 0, meta.shape[0] - 1), np.clip(c // 2, 0, meta.shape[1] - 1)
+            nib = meta[rr, cc].astype(np.int64)
+            c = 4 * (c // 2) + ((nib >> (2 * (c % 2))) & 3)
         if transpose:
             r, c = c, r
         return bch, r, c, ok
+
+    def _meta(self, b):
+        if not hasattr(self, "_meta_cache"):
+            self._meta_cache = {}
+        if b.name not in self._meta_cache:
+            self._meta_cache[b.name] = self.m.read_buffer(b.extra["metadata"])
+        return self._meta_cache[b.name]
 
     def _zero(self, value, lay):
         # +0 or -0 in every float format; 0 for integers
@@ -177,8 +192,15 @@ class Provenance:
 
     def mma(self, ins, p, form, tids, regs, a, b, c, e, sel, frags=None):
         m = self.m
+        kidx = None
         if form.is_sparse:
-            raise Unsupported(ins.line, ins.text, "provenance through mma.sp metadata is not modelled yet")
+            from ..metadata.storage import gather_terms
+            try:
+                _, kidx = gather_terms(form, a, e, sel)                   # [W, M, K/2] logical k per stored column
+            except Exception as ex:  # noqa: BLE001 - illegal metadata / selector: undefined behaviour
+                m.witness("undefined", ins, int(tids[0, 0]), ins.ops[4].name if hasattr(ins.ops[4], "name") else "",
+                          f"sparse metadata / selector: {ex}", "legal metadata and selector (9.7.14.6)")
+                return None
         self.mmas += 1
         fr = frags or {}
         At, Av, Ac, Al, Ar, La = self._elements(form, "a", regs["a"], a, tids, fr.get("a"))
@@ -242,13 +264,19 @@ class Provenance:
         self.acc_line[ids.ravel()] = ins.line
         self.acc_c[ids.ravel()] = self.contracts.index(con)
         # products
-        wi = np.arange(W)[:, None, None]
+        Kfull = Bt.shape[1]
         for kk in range(K):
             at = np.broadcast_to(At[:, :, kk][:, :, None], (W, M, N))
-            bt = np.broadcast_to(Bt[:, kk, :][:, None, :], (W, M, N))
             az = np.broadcast_to(self._zero(Av[:, :, kk], La)[:, :, None], (W, M, N))
-            bz = np.broadcast_to(self._zero(Bv[:, kk, :], Lb)[:, None, :], (W, M, N))
+            if kidx is None:
+                bt = np.broadcast_to(Bt[:, kk, :][:, None, :], (W, M, N))
+                bz = np.broadcast_to(self._zero(Bv[:, kk, :], Lb)[:, None, :], (W, M, N))
+            else:                                  # stored column kk of row m meets B row kidx[w, m, kk]
+                rows = kidx[:, :, kk][:, :, None]
+                bt = np.take_along_axis(Bt, np.broadcast_to(rows, (W, M, N)), axis=1)
+                bz = self._zero(np.take_along_axis(Bv, np.broadcast_to(rows, (W, M, N)), axis=1), Lb)
             ak_, bk_ = TG.kind(at), TG.kind(bt)
+            brow = kk if kidx is None else int(kidx[0, 0, kk])
             zero_prod = ((ak_ == TG.NONE) & az) | ((bk_ == TG.NONE) & bz)
             act = ~zero_prod
             good_a = (ak_ == TG.ELEM) & (TG.buf(at) == con.lhs)
@@ -258,7 +286,7 @@ class Provenance:
                 self._wit_prod("wrong-element", ins, tids, at, bad_a, Al[:, kk], Ar[:, kk], regs["a"], "A", kk, con)
             bad_b = act & good_a & ~good_b
             if bad_b.any():
-                self._wit_prod("wrong-element", ins, tids, bt, bad_b, Bl[kk], Br[kk], regs["b"], "B", kk, con,
+                self._wit_prod("wrong-element", ins, tids, bt, bad_b, Bl[brow], Br[brow], regs["b"], "B", kk, con,
                                row_axis=False)
             ok = act & good_a & good_b
             if not ok.any():
@@ -267,7 +295,7 @@ class Provenance:
             bbch, bk, bn, bok = self._coords(bt, con.rhs, con.c.rhs_t)
             kmis = ok & ((ak != bk) | (abch != bbch))
             if kmis.any():
-                self._wit_k(ins, tids, at, bt, kmis, (Al[:, kk], Ar[:, kk], regs["a"]), (Bl[kk], Br[kk], regs["b"]),
+                self._wit_k(ins, tids, at, bt, kmis, (Al[:, kk], Ar[:, kk], regs["a"]), (Bl[brow], Br[brow], regs["b"]),
                             kk, K, con, am, ak, bk, bn)
             ok &= ~kmis
             idsk = ids
@@ -294,7 +322,7 @@ class Provenance:
                 self._wit_dup(ins, tids, at, full, Al[:, kk], Ar[:, kk], regs["a"], con, am, ak, bn, cls)
             np.bitwise_or.at(self.kbits, (sel_ids, sel_cls, sel_w), np.uint64(1) << sel_b)
             self.products += int(ok.sum())
-            self.permuted += int((ok & ((ak % K) != kk)).sum())
+            self.permuted += int((ok & ((ak % Kfull) != (kk if kidx is None else kidx[:, :, kk][:, :, None]))).sum())
             self.formations += np.bincount(cls[ok].ravel(), minlength=4)
             self.derivs["A"] += np.bincount(TG.deriv(at[ok]).ravel(), minlength=4)[:4]
             self.derivs["B"] += np.bincount(TG.deriv(bt[ok]).ravel(), minlength=4)[:4]
@@ -346,6 +374,22 @@ class Provenance:
                                f"products ({self._count(a[k])} of {con.K})",
                                f"{b.name} complete ({con.c.text}) before it feeds this mma")
         return T
+
+    def _required(self, con, rows):
+        """Bitsets of the k's output row m needs: all K, or for a structured-sparse lhs the
+        columns its metadata names (the others are zeros by construction)."""
+        full = self._fullwords(con.K)
+        b = self.m.spec.buffers[con.lhs - 1]
+        out = np.broadcast_to(full, rows.shape + (self.nwords,)).copy()
+        if b.extra.get("sparse") == "2:4" and not con.c.lhs_t and len(b.shape) == 2:
+            meta = self._meta(b).astype(np.int64)                     # [M, K/4]
+            req = np.zeros((meta.shape[0], self.nwords), np.uint64)
+            for ch in range(meta.shape[1]):
+                for j in range(2):
+                    k = 4 * ch + ((meta[:, ch] >> (2 * j)) & 3)
+                    np.bitwise_or.at(req, (np.arange(meta.shape[0]), k >> 6), np.uint64(1) << (k & 63).astype(np.uint64))
+            out = req[np.clip(rows, 0, meta.shape[0] - 1)]
+        return out
 
     def _fullwords(self, K):
         fullw = np.zeros(self.nwords, np.uint64)
@@ -561,19 +605,19 @@ class Provenance:
                     break
             good = acc & ~wrong
             K = con.K
-            fullw = np.zeros(self.nwords, np.uint64)
-            for k in range(K):
-                fullw[k >> 6] |= np.uint64(1) << np.uint64(k & 63)
+            fullw = self._required(con, r)                              # [..., nwords]: the k's each output needs
             kb = self.kbits[ids]                                       # [..., 4, nwords]
             have = (kb != 0).any(axis=-1)                               # formation present
-            isfull = (kb == fullw).all(axis=-1)
+            isfull = (kb == fullw[..., None, :]).all(axis=-1)
             okk = have[..., 0] & isfull[..., 0] & (~have[..., 1:] | isfull[..., 1:]).all(axis=-1)
             miss = good & ~okk
             if miss.any():
                 pos = tuple(int(x) for x in np.argwhere(miss)[0])
                 a = int(ids[pos])
                 got = [k for k in range(K) if (int(self.kbits[a, 0, k >> 6]) >> (k & 63)) & 1]
-                lacking = [k for k in range(K) if k not in set(got)]
+                need = [k for k in range(K) if (int(fullw[pos][k >> 6]) >> (k & 63)) & 1]
+                lacking = [k for k in need if k not in set(got)]
+                K = len(need)
                 cl = [n for n, h in zip(_CLASS_NAMES, have[pos]) if h and n != "A*B"]
                 self._wit_store("missing-product", t0[pos], byte0[pos],
                                 f"the accumulator of ({r[pos]}, {c[pos]}) has {len(got)} of {K} products A*B"
