@@ -265,67 +265,90 @@ class Provenance:
         self.acc_c[ids.ravel()] = self.contracts.index(con)
         # products
         Kfull = Bt.shape[1]
-        for kk in range(K):
-            at = np.broadcast_to(At[:, :, kk][:, :, None], (W, M, N))
-            az = np.broadcast_to(self._zero(Av[:, :, kk], La)[:, :, None], (W, M, N))
-            if kidx is None:
-                bt = np.broadcast_to(Bt[:, kk, :][:, None, :], (W, M, N))
-                bz = np.broadcast_to(self._zero(Bv[:, kk, :], Lb)[:, None, :], (W, M, N))
-            else:                                  # stored column kk of row m meets B row kidx[w, m, kk]
-                rows = kidx[:, :, kk][:, :, None]
-                bt = np.take_along_axis(Bt, np.broadcast_to(rows, (W, M, N)), axis=1)
-                bz = self._zero(np.take_along_axis(Bv, np.broadcast_to(rows, (W, M, N)), axis=1), Lb)
-            ak_, bk_ = TG.kind(at), TG.kind(bt)
-            brow = kk if kidx is None else int(kidx[0, 0, kk])
-            zero_prod = ((ak_ == TG.NONE) & az) | ((bk_ == TG.NONE) & bz)
-            act = ~zero_prod
-            good_a = (ak_ == TG.ELEM) & (TG.buf(at) == con.lhs)
-            good_b = (bk_ == TG.ELEM) & (TG.buf(bt) == con.rhs)
-            bad_a = act & ~good_a
-            if bad_a.any():
-                self._wit_prod("wrong-element", ins, tids, at, bad_a, Al[:, kk], Ar[:, kk], regs["a"], "A", kk, con)
-            bad_b = act & good_a & ~good_b
-            if bad_b.any():
-                self._wit_prod("wrong-element", ins, tids, bt, bad_b, Bl[brow], Br[brow], regs["b"], "B", kk, con,
-                               row_axis=False)
-            ok = act & good_a & good_b
-            if not ok.any():
-                continue
-            abch, am, ak, aok = self._coords(at, con.lhs, con.c.lhs_t)
-            bbch, bk, bn, bok = self._coords(bt, con.rhs, con.c.rhs_t)
-            kmis = ok & ((ak != bk) | (abch != bbch))
+        # every product of the mma at once: axes (warp, m, n, k slot)
+        A4 = At[:, :, None, :]
+        Az = self._zero(Av, La)[:, :, None, :]
+        abch, am, ak, _ = (x[:, :, None, :] for x in self._coords(At, con.lhs, con.c.lhs_t))
+        if kidx is None:
+            B4 = np.swapaxes(Bt, 1, 2)[:, None, :, :]
+            Bz = self._zero(np.swapaxes(Bv, 1, 2), Lb)[:, None, :, :]
+            bbch, bk, bn, _ = (np.swapaxes(x, 1, 2)[:, None, :, :] for x in self._coords(Bt, con.rhs, con.c.rhs_t))
+            brows = np.broadcast_to(np.arange(K), (W, M, N, K))
+        else:                                   # stored column kk of row m meets B row kidx[w, m, kk]
+            wi, ni = np.arange(W)[:, None, None, None], np.arange(N)[None, None, :, None]
+            ki = kidx[:, :, None, :]
+            B4, Bz = Bt[wi, ki, ni], self._zero(Bv[wi, ki, ni], Lb)
+            bbch, bk, bn, _ = (x[wi, ki, ni] for x in self._coords(Bt, con.rhs, con.c.rhs_t))
+            brows = np.broadcast_to(ki, (W, M, N, K))
+        shape = (W, M, N, K)
+        ka, kb_ = TG.kind(A4), TG.kind(B4)
+        act = ~np.broadcast_to(((ka == TG.NONE) & Az) | ((kb_ == TG.NONE) & Bz), shape)
+        good_a = np.broadcast_to((ka == TG.ELEM) & (TG.buf(A4) == con.lhs), shape)
+        good_b = np.broadcast_to((kb_ == TG.ELEM) & (TG.buf(B4) == con.rhs), shape)
+        A4, B4 = np.broadcast_to(A4, shape), np.broadcast_to(B4, shape)
+
+        def first(mask):
+            w, i, j, kk = map(int, np.argwhere(mask)[0])
+            return kk, int(brows[w, i, j, kk])
+
+        bad_a = act & ~good_a
+        if bad_a.any():
+            kk, _ = first(bad_a)
+            self._wit_prod("wrong-element", ins, tids, A4[..., kk], bad_a[..., kk], Al[:, kk], Ar[:, kk], regs["a"],
+                           "A", kk, con)
+        bad_b = act & good_a & ~good_b
+        if bad_b.any():
+            kk, br = first(bad_b)
+            self._wit_prod("wrong-element", ins, tids, B4[..., kk], bad_b[..., kk], Bl[br], Br[br], regs["b"], "B",
+                           kk, con, row_axis=False)
+        ok = act & good_a & good_b
+        if ok.any():
+            am4, ak4, ab4 = (np.broadcast_to(x, shape) for x in (am, ak, abch))
+            bk4, bn4, bb4 = (np.broadcast_to(x, shape) for x in (bk, bn, bbch))
+            kmis = ok & ((ak4 != bk4) | (ab4 != bb4))
             if kmis.any():
-                self._wit_k(ins, tids, at, bt, kmis, (Al[:, kk], Ar[:, kk], regs["a"]), (Bl[brow], Br[brow], regs["b"]),
-                            kk, K, con, am, ak, bk, bn)
+                kk, br = first(kmis)
+                self._wit_k(ins, tids, A4[..., kk], B4[..., kk], kmis[..., kk], (Al[:, kk], Ar[:, kk], regs["a"]),
+                            (Bl[br], Br[br], regs["b"]), kk, K, con, am4[..., kk], ak4[..., kk], bk4[..., kk],
+                            bn4[..., kk])
             ok &= ~kmis
-            idsk = ids
-            unset = ok & (self.acc_m[idsk] < 0)
+            ids4 = np.broadcast_to(ids[..., None], shape)
+            unset = ok & (self.acc_m[ids4] < 0)
             if unset.any():
-                self.acc_m[idsk[unset]] = am[unset]
-                self.acc_n[idsk[unset]] = bn[unset]
-                self.acc_b[idsk[unset]] = abch[unset]
-            wrong_mn = ok & ((self.acc_m[idsk] != am) | (self.acc_n[idsk] != bn) | (self.acc_b[idsk] != abch))
+                self.acc_m[ids4[unset]] = am4[unset]
+                self.acc_n[ids4[unset]] = bn4[unset]
+                self.acc_b[ids4[unset]] = ab4[unset]
+            wrong_mn = ok & ((self.acc_m[ids4] != am4) | (self.acc_n[ids4] != bn4) | (self.acc_b[ids4] != ab4))
             if wrong_mn.any():
-                self._wit_mn(ins, tids, at, bt, wrong_mn, Al[:, kk], Ar[:, kk], regs["a"], kk, con, am, bn, idsk)
+                kk, _ = first(wrong_mn)
+                self._wit_mn(ins, tids, A4[..., kk], B4[..., kk], wrong_mn[..., kk], Al[:, kk], Ar[:, kk], regs["a"],
+                             kk, con, am4[..., kk], bn4[..., kk], ids)
             ok &= ~wrong_mn
-            if not ok.any():
-                continue
-            cls = 2 * (TG.deriv(at) == TG.RESID) + (TG.deriv(bt) == TG.RESID)
-            word = ak >> 6
-            bit = (ak & 63).astype(np.uint64)
-            sel_ids, sel_cls, sel_w, sel_b = idsk[ok], cls[ok], word[ok], bit[ok]
-            have = (self.kbits[sel_ids, sel_cls, sel_w] >> sel_b) & np.uint64(1)
-            dup = have == 1
+        if ok.any():
+            cls = 2 * (TG.deriv(A4) == TG.RESID) + (TG.deriv(B4) == TG.RESID)
+            word = ak4 >> 6
+            bit = (ak4 & 63).astype(np.uint64)
+            sel_ids, sel_cls, sel_w, sel_b = ids4[ok], cls[ok], word[ok], bit[ok]
+            dup = np.zeros(shape, bool)
+            dup[ok] = ((self.kbits[sel_ids, sel_cls, sel_w] >> sel_b) & np.uint64(1)) == 1
+            # the same k twice inside this mma
+            key = np.sort(np.where(ok, ak4 * 4 + cls, -1 - np.arange(K)), axis=-1)
+            twice = ((key[..., 1:] == key[..., :-1]) & (key[..., 1:] >= 0)).any(axis=-1)
+            if twice.any():
+                w, i, j = map(int, np.argwhere(twice)[0])
+                kd = key[w, i, j][1:][(key[w, i, j][1:] == key[w, i, j][:-1])][0]
+                dup[w, i, j] |= ok[w, i, j] & (ak4[w, i, j] * 4 + cls[w, i, j] == kd)
             if dup.any():
-                full = np.zeros(ok.shape, bool)
-                full[ok] = dup
-                self._wit_dup(ins, tids, at, full, Al[:, kk], Ar[:, kk], regs["a"], con, am, ak, bn, cls)
+                kk, _ = first(dup)
+                self._wit_dup(ins, tids, A4[..., kk], dup[..., kk], Al[:, kk], Ar[:, kk], regs["a"], con,
+                              am4[..., kk], ak4[..., kk], bn4[..., kk], cls[..., kk])
             np.bitwise_or.at(self.kbits, (sel_ids, sel_cls, sel_w), np.uint64(1) << sel_b)
             self.products += int(ok.sum())
-            self.permuted += int((ok & ((ak % Kfull) != (kk if kidx is None else kidx[:, :, kk][:, :, None]))).sum())
+            slot = np.broadcast_to(np.arange(K), shape) if kidx is None else brows
+            self.permuted += int((ok & ((ak4 % Kfull) != slot)).sum())
             self.formations += np.bincount(cls[ok].ravel(), minlength=4)
-            self.derivs["A"] += np.bincount(TG.deriv(at[ok]).ravel(), minlength=4)[:4]
-            self.derivs["B"] += np.bincount(TG.deriv(bt[ok]).ravel(), minlength=4)[:4]
+            self.derivs["A"] += np.bincount(TG.deriv(A4[ok]).ravel(), minlength=4)[:4]
+            self.derivs["B"] += np.bincount(TG.deriv(B4[ok]).ravel(), minlength=4)[:4]
         # d's tags: the accumulator ids at the d fragment
         lay, en = (fr["d"], fr["d"].enumerate()) if "d" in fr else _frag(form, "d")
         eb = lay.elem_bits // 8
