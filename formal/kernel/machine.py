@@ -332,7 +332,9 @@ class Machine:
                     todo += self._addr_regs(st, depth)
                     todo += [(o.name, depth) for o in _flat_regs(st.ops[1:])]
                 continue
-            nxt = depth + (1 if ins.head not in ("mov", "cvt", "mma", "prmt", "shfl", "movmatrix") else 0)
+            if ins.head in ("mma", "wmma"):
+                continue                               # an accumulator's history is the mma itself
+            nxt = depth + (1 if ins.head not in ("mov", "cvt", "prmt", "shfl", "movmatrix") else 0)
             if depth < 6:
                 todo += [(o.name, nxt) for o in _flat_regs(ins.ops[1:]) if not o.name.startswith("%p")]
         return [(self.instrs[i].line, self.instrs[i].text) for i in sorted(seen)]
@@ -343,7 +345,7 @@ class Machine:
         out = []
         for o in ins.ops:
             if isinstance(o, Addr) and isinstance(o.base, Reg):
-                out.append((o.base.name, 3))          # address chains: a few levels only
+                out.append((o.base.name, 4))          # address chains: three levels
         return out
 
     # ------------------------------------------------------------------ registers

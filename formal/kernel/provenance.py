@@ -92,6 +92,8 @@ class Provenance:
         self.acc_b = np.full(cap, -1, np.int64)
         self.acc_c = np.full(cap, -1, np.int64)
         self.acc_line = np.zeros(cap, np.int64)
+        self.acc_t = np.zeros(cap, np.int64)          # a thread holding it after its last mma
+        self.acc_regs = {}                             # mma line -> (a regs, b regs)
         self.acc_add = np.zeros(cap, bool)
         self.kbits = np.zeros((cap, 4, self.nwords), np.uint64)
         self.nacc = 0
@@ -107,9 +109,9 @@ class Provenance:
         need = self.nacc + n
         if need > len(self.acc_m):
             cap = max(need, 2 * len(self.acc_m))
-            for k in ("acc_m", "acc_n", "acc_b", "acc_c", "acc_line"):
+            for k in ("acc_m", "acc_n", "acc_b", "acc_c", "acc_line", "acc_t"):
                 a = getattr(self, k)
-                na = np.full(cap, -1 if k != "acc_line" else 0, np.int64)
+                na = np.full(cap, -1 if k not in ("acc_line", "acc_t") else 0, np.int64)
                 na[:len(a)] = a
                 setattr(self, k, na)
             na = np.zeros(cap, bool)
@@ -262,6 +264,8 @@ class Provenance:
                 self._wit_op("wrong-element", ins, tids, Ct, cg, Cl, Cr, regs["c"],
                              "a value computed from several elements in the accumulator", "zero or an accumulator")
         self.acc_line[ids.ravel()] = ins.line
+        self.acc_t[ids] = tids[:, Cl]
+        self.acc_regs[ins.line] = (regs["a"], regs["b"])
         self.acc_c[ids.ravel()] = self.contracts.index(con)
         # products
         Kfull = Bt.shape[1]
@@ -672,6 +676,13 @@ class Provenance:
             a = int(TG.idx(tag))
             mi = next((i for i in m.instrs if i.line == int(self.acc_line[a])), None)
             if mi is not None:
+                if kind == "wrong-address" and mi.line in self.acc_regs:
+                    # the operand that brought the wrong row (A) or column (B)
+                    ra, rb = self.acc_regs[mi.line]
+                    for r in (rb[0], ra[0]):
+                        for x in m.path_of(r, int(self.acc_t[a])):
+                            if x not in path:
+                                path.append(x)
                 path.append((mi.line, mi.text))
         if src >= 0:
             reg_ops = [o.name for o in _regs_of(ins)]
