@@ -312,9 +312,11 @@ class Provenance:
             kmis = ok & ((ak4 != bk4) | (ab4 != bb4))
             if kmis.any():
                 kk, br = first(kmis)
+                w0, i0, j0 = map(int, np.argwhere(kmis[..., kk])[0])
+                done = int(sum(bin(int(x)).count("1") for x in self.kbits[ids[w0, i0, j0], 0]))
                 self._wit_k(ins, tids, A4[..., kk], B4[..., kk], kmis[..., kk], (Al[:, kk], Ar[:, kk], regs["a"]),
                             (Bl[br], Br[br], regs["b"]), kk, K, con, am4[..., kk], ak4[..., kk], bk4[..., kk],
-                            bn4[..., kk])
+                            bn4[..., kk], expected=done + kk)
             ok &= ~kmis
             ids4 = np.broadcast_to(ids[..., None], shape)
             unset = ok & (self.acc_m[ids4] < 0)
@@ -537,19 +539,20 @@ class Provenance:
         want = f"an element of {con.c.lhs if which == 'A' else con.c.rhs}"
         self.m.witness(kind, ins, t, reg, f"operand {which}, k slot {kk}: {self._describe(T[w, i, j])}", want)
 
-    def _wit_k(self, ins, tids, at, bt, bad, ha, hb, kk, K, con, am, ak, bk, bn):
+    def _wit_k(self, ins, tids, at, bt, bad, ha, hb, kk, K, con, am, ak, bk, bn, expected=None):
         w, i, j = map(int, np.argwhere(bad)[0])
         ta, ra = self._holder(tids, w, ha[0][i], ha[1][i], ha[2])
         tb, rb = self._holder(tids, w, hb[0][j], hb[1][j], hb[2])
         a_k, b_k = int(ak[w, i, j]), int(bk[w, i, j])
-        # blame the operand whose k is out of the mma's order (the other one is then the reference)
-        blame_b = (a_k % K == kk) or (b_k % K != kk and a_k % K != kk and False)
+        # blame the operand whose k is out of order: the accumulator's products so far plus the
+        # k slot give the k an in-order kernel brings; else the k slot modulo the mma's K
+        if expected is not None and (a_k == expected) != (b_k == expected):
+            blame_b = a_k == expected
+        else:
+            blame_b = (a_k % K == kk) and (b_k % K != kk)
         t, reg = (tb, rb) if blame_b else (ta, ra)
         other_t, other_r = (ta, ra) if blame_b else (tb, rb)
         path = self.m.path_of(reg, t)
-        for x in self.m.path_of(other_r, other_t):
-            if x not in path:
-                path.insert(0, x)
         path.append((ins.line, ins.text))
         self.m.witness("wrong-element", ins, t, reg,
                        f"k slot {kk} pairs {self._describe(at[w, i, j])} with {self._describe(bt[w, i, j])}",
