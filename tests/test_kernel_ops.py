@@ -279,3 +279,27 @@ SKIP:
 """
     w = _witness_run(body)
     assert any(x.kind == "undefined" and x.line == L0 + 4 for x in w), [str(x) for x in w]
+
+
+def test_votes_masks_and_hints():
+    x = np.zeros((32, 4), np.uint32)
+    x[:, 0] = np.arange(32)
+    body = """
+  setp.lt.u32 %p1, %r1, 5;
+  vote.sync.ballot.b32 %r10, %p1, -1;
+  vote.sync.any.pred %p2, %p1, -1;
+  selp.u32 %r11, 1, 0, %p2;
+  activemask.b32 %r12;
+  createpolicy.fractional.L2::evict_last.b64 %rd6, 1.0;
+  bar.warp.sync -1;
+  cvt.u32.u64 %r13, %rd6;
+"""
+    got = go(body, x)
+    assert np.all(got[:, 0] == 0b11111) and np.all(got[:, 1] == 1)
+    assert np.all(got[:, 2] == 0xFFFFFFFF) and np.all(got[:, 3] == 0)
+
+
+def test_approximate_arithmetic_is_refused_by_run():
+    with pytest.raises(kernel.Unsupported) as e:
+        go("  ex2.approx.f32 %r10, %r1;\n", np.zeros((32, 4), np.uint32))
+    assert "bit for bit" in e.value.why

@@ -76,6 +76,8 @@ def _ret(m, p, ins, exe):
 
 def _bar(m, p, ins, exe):
     parts = ins.parts
+    if "warp" in parts:                 # bar.warp.sync: a warp-level convergence point, no CTA epoch
+        return None
     if "arrive" in parts or "red" in parts:
         raise Unsupported(ins.line, ins.text, "bar.arrive / bar.red")
     if len(ins.ops) > 1:
@@ -100,7 +102,8 @@ _BITWISE = ("and", "or", "xor", "not")
 def _int_or_float(m, p, ins, exe):
     h, parts = ins.head, ins.parts
     t = _t(ins)
-    n_src = {"neg": 1, "abs": 1, "not": 1, "mad": 3, "fma": 3}.get(h, 2)
+    n_src = {"neg": 1, "abs": 1, "not": 1, "mad": 3, "fma": 3, "ex2": 1, "lg2": 1, "rcp": 1, "rsqrt": 1,
+             "sqrt": 1, "sin": 1, "cos": 1, "tanh": 1}.get(h, 2)
     srcs = ins.ops[1:1 + n_src]
     if len(ins.ops) != 1 + n_src:
         raise Unsupported(ins.line, ins.text, f"{h} takes {n_src} sources")
@@ -181,8 +184,10 @@ def _rnd(parts):
 
 def _float(m, p, ins, exe, t, srcs):
     h, parts = ins.head, ins.parts
-    if "approx" in parts or "full" in parts:
-        raise Unsupported(ins.line, ins.text, ".approx / .full results are not specified bit for bit")
+    if "approx" in parts or "full" in parts or h in ("ex2", "lg2", "rcp", "rsqrt", "sin", "cos", "tanh"):
+        if not m.check:
+            raise Unsupported(ins.line, ins.text, ".approx / .full results are not specified bit for bit")
+        return _approx(m, p, ins, exe, t, srcs)        # check: only the provenance matters
     fn = V.ops_table()["float"].get(h, {}).get("fn")
     if fn is None:
         raise Unsupported(ins.line, ins.text, f"{h}.{t}")
@@ -211,6 +216,63 @@ def _float(m, p, ins, exe, t, srcs):
                 if res.any():
                     tg = np.where(res[:, None], TG.with_deriv(tg, TG.RESID), tg)
     _scalar_write(m, ins, p, exe, ins.ops[0], r, tg)
+    return None
+
+
+_APPROX = {"ex2": np.exp2, "lg2": np.log2, "rcp": lambda x: 1 / x, "rsqrt": lambda x: 1 / np.sqrt(x),
+           "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos, "tanh": np.tanh, "div": lambda x, y: x / y}
+
+
+def _approx(m, p, ins, exe, t, srcs):
+    if t != "f32" or ins.head not in _APPROX:
+        raise Unsupported(ins.line, ins.text, "approximate arithmetic")
+    with np.errstate(all="ignore"):
+        r = _APPROX[ins.head](*(V.to_float(m.value(o, ins, 32), "f32") for o in srcs))
+    ts = [m.optags(o) for o in srcs]
+    tg = TG.combine(ts, 4, TG.ARITH, m.T) if any(x is not None for x in ts) else None
+    _scalar_write(m, ins, p, exe, ins.ops[0], V.from_f32(np.asarray(r, np.float32)), tg)
+    return None
+
+
+def _createpolicy(m, p, ins, exe):
+    _scalar_write(m, ins, p, exe, ins.ops[0], np.zeros(m.T, U64))     # a cache hint: no effect on values
+    return None
+
+
+def _activemask(m, p, ins, exe):
+    gw = m.gwarp
+    bits = np.zeros(m.T, U64)
+    lanes = np.flatnonzero(exe)
+    mask_by_warp = {}
+    for t in lanes:
+        mask_by_warp[int(gw[t])] = mask_by_warp.get(int(gw[t]), 0) | (1 << int(m.lane[t]))
+    for t in lanes:
+        bits[t] = mask_by_warp[int(gw[t])]
+    _scalar_write(m, ins, p, exe, ins.ops[0], bits)
+    return None
+
+
+def _vote(m, p, ins, exe):
+    parts = ins.parts
+    mode = next((x for x in parts if x in ("all", "any", "uni", "ballot")), None)
+    if "sync" not in parts or mode is None:
+        raise Unsupported(ins.line, ins.text, "vote without .sync")
+    gw = _warps(m, ins, exe)
+    tids = _thread_ids(m, gw)
+    pv = np.asarray(m.value(ins.ops[1], ins), dtype=bool)[tids] & exe[tids]
+    ex = exe[tids]
+    if mode == "ballot":
+        r = (pv.astype(np.uint64) << np.arange(32, dtype=np.uint64)[None, :]).sum(axis=1).astype(U64)
+        out = np.zeros(m.T, U64)
+        out[tids] = r[:, None]
+        _scalar_write(m, ins, p, exe, ins.ops[0], out)
+        return None
+    anyv = pv.any(axis=1)
+    allv = (pv | ~ex).all(axis=1)
+    r = {"any": anyv, "all": allv, "uni": allv | ~anyv}[mode]
+    out = np.zeros(m.T, bool)
+    out[tids] = r[:, None]
+    m.put(_reg(ins.ops[0], ins), out, exe, ins, None, p)
     return None
 
 
@@ -756,8 +818,8 @@ def _cp(m, p, ins, exe):
     if not isinstance(size_op, Imm):
         raise Unsupported(ins.line, ins.text, "cp-size must be an immediate")
     n = size_op.value
-    if len(ins.ops) > 3 and not (isinstance(ins.ops[3], Reg) and m.fn.regs.get(ins.ops[3].name) == 64
-                                 and "L2" in ".".join(parts) and len(ins.ops) == 4 and "cache_hint" in parts):
+    hint = any("cache_hint" in x for x in parts)      # the last operand is then a cache policy
+    if len(ins.ops) > (4 if hint else 3):
         srcsize = np.asarray(m.value(ins.ops[3], ins, 32), dtype=np.int64)[tidx] & 0xFFFFFFFF \
             if not isinstance(ins.ops[3], Imm) else np.full(len(tidx), ins.ops[3].value, np.int64)
     else:
@@ -986,5 +1048,8 @@ _HANDLERS = {
     "ld": _ld, "ldu": _ld, "st": _st, "cp": _cp,
     "ldmatrix": _ldmatrix, "stmatrix": _ldmatrix, "movmatrix": _movmatrix, "shfl": _shfl, "prmt": _prmt,
     "mma": _mma, "wmma": _wmma, "wgmma": _unsupported, "tcgen05": _unsupported, "mbarrier": _unsupported,
-    "call": _unsupported, "atom": _unsupported, "red": _unsupported, "vote": _unsupported,
+    "call": _unsupported, "atom": _unsupported, "red": _unsupported, "vote": _vote,
+    "createpolicy": _createpolicy, "activemask": _activemask,
+    "ex2": _int_or_float, "lg2": _int_or_float, "rcp": _int_or_float, "rsqrt": _int_or_float,
+    "sqrt": _int_or_float, "sin": _int_or_float, "cos": _int_or_float, "tanh": _int_or_float,
 }
