@@ -33,6 +33,8 @@ def _guard(f):
             return _err(f"error: {e}", 2)
         except Unsupported as e:
             return _err(f"unsupported: line {e.line}: {e.instruction}" + (f" ({e.why})" if e.why else ""), 3)
+        except BrokenPipeError:
+            return 0
         except (OSError, ValueError) as e:
             if getattr(args, "debug", False):
                 traceback.print_exc()
@@ -91,7 +93,7 @@ def cmd_check(args) -> int:
     from ..kernel import check, load_spec
     mod = _module(args.file)
     spec = load_spec(args.spec)
-    res = check(mod, spec, ctas=_ctas(args.ctas))
+    res = check(mod, spec, ctas=_ctas(args.ctas), lanes=not args.no_lanes)
     if args.json:
         print(json.dumps(res.to_json(), indent=2))
     else:
@@ -147,6 +149,7 @@ def register(sub) -> None:
     common(q)
     q.add_argument("--spec", required=True, help="kernel spec TOML (launch, buffers, contract)")
     q.add_argument("--ctas", default=None, help="check only these CTAs: 'x,y,z;x,y,z' or linear indices '0 3'")
+    q.add_argument("--no-lanes", action="store_true", help="skip the Z3 proofs over a symbolic lane")
     q.set_defaults(func=_guard(cmd_check))
     q = ks.add_parser("run", help="run the launch bit-exactly; every buffer after the run to --out")
     common(q)

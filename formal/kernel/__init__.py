@@ -83,14 +83,16 @@ def run(mod, spec, inputs: dict | None = None, arch: str = "sm_90") -> dict:
     return out
 
 
-def check(mod, spec, ctas=None, seed: int = 0) -> CheckResult:
-    """The data-path proof of the launch (or of the CTAs named in ``ctas``)."""
+def check(mod, spec, ctas=None, seed: int = 0, lanes: bool = True) -> CheckResult:
+    """The data-path proof of the launch (or of the CTAs named in ``ctas``).  ``lanes``: also
+    prove each ldmatrix/stmatrix addressing over a symbolic lane with Z3 (formal.kernel.symbolic)."""
     from .machine import Machine
     from .spec import make_inputs as _mk
     sp = _spec(spec)
     m = Machine(_module(mod), sp, _mk(sp, seed=seed), check=True, ctas=ctas, mma_bits=False)
     if not sp.contracts:
         raise SpecError(f"{sp.source}: check needs a [contract]")
+    m.prov.lanes = lanes
     m.run()
     fin = m.prov.finish(sampled=ctas is not None)
     pv = m.prov
@@ -103,6 +105,7 @@ def check(mod, spec, ctas=None, seed: int = 0) -> CheckResult:
              "operand_derivations": {k: {n: int(c) for n, c in zip(["element", "converted", "residual", "arithmetic"], v)
                                          if c} for k, v in pv.derivs.items()}}
     stats["wmma_maps"] = sorted(pv.wmma_maps)
+    stats["lane_proofs"] = pv.lane_proofs
     wit = m.witnesses
     if wit:
         verdict = "refuted"
@@ -122,9 +125,26 @@ def check(mod, spec, ctas=None, seed: int = 0) -> CheckResult:
                    if pv.permuted else "")
                 + (f"; CTAs checked: {len(m.ctas)} of {n_all}" if ctas is not None else "")
                 + (f"; for the wmma fragment maps {', '.join(sorted(pv.wmma_maps))} (PTX leaves them unspecified)"
-                   if pv.wmma_maps else ""))
+                   if pv.wmma_maps else "")
+                + _lane_summary(pv.lane_proofs))
     elif verdict == "refuted":
-        summ = f"refuted: {counts}"
+        summ = f"refuted: {counts}" + _lane_summary(pv.lane_proofs)
     else:
         summ = "unknown: " + ("no mma executed" if pv.mmas == 0 else "no output element was stored")
     return CheckResult(verdict, wit, pv.permuted, summ, stats)
+
+
+def _lane_summary(recs) -> str:
+    if not recs:
+        return ""
+    ok = sum(r["status"] == "proved" for r in recs)
+    bad = [r for r in recs if r["status"] == "refuted"]
+    unk = len(recs) - ok - len(bad)
+    agree = all(r.get("agrees_with_enumeration", True) for r in recs)
+    s = (f"; Z3 over a symbolic lane: {ok} of {len(recs)} ldmatrix/stmatrix addressings proved aligned and distinct"
+         + (", agreeing with the 32-lane enumeration" if agree else ", DISAGREEING with the enumeration"))
+    if bad:
+        s += "; refuted at line " + ", ".join(str(r["line"]) for r in bad)
+    if unk:
+        s += f"; {unk} unknown"
+    return s

@@ -880,6 +880,11 @@ def _ldmatrix(m, p, ins, exe):
                   arrived=f"row address {int(ra[w, l]):#x}", wanted=f"{st.align}-byte aligned row addresses (9.7.14.5.15)")
     if st.src_bits % 8:
         raise Unsupported(ins.line, ins.text, "sub-byte source formats")
+    if m.prov is not None and m.prov.lanes and p not in m.prov.lane_done:
+        # the same addressing over a symbolic lane (Z3), for the first warp at this instruction
+        from .symbolic import prove_matrix_addressing
+        m.prov.lane_done.add(p)
+        m.prov.lane_proofs.append(prove_matrix_addressing(m, ins, st, tids[0], rowaddr[0]))
     eb = st.src_bits // 8
     db = st.dst_bits // 8
     # element address per (warp, lane, j, e)

@@ -103,6 +103,9 @@ class Provenance:
         self.formations = np.zeros(4, np.int64)
         self.derivs = {"A": np.zeros(4, np.int64), "B": np.zeros(4, np.int64)}
         self.wmma_maps: set[str] = set()
+        self.lane_done: set[int] = set()
+        self.lane_proofs: list[dict] = []
+        self.lanes = True
 
     # --------------------------------------------------------------- accumulators
     def _alloc(self, n):
