@@ -92,3 +92,19 @@ def test_barrier_removed_is_a_race(occurrence):
 def test_cta_sample():
     r = kernel.check(kernel.parse_module(PTX), SPEC, ctas=[(1, 0, 0)])
     assert r.verdict == "proved" and r.stats["ctas"] == 1 and r.stats["outputs_checked"] == 32 * 32
+
+
+def test_nvcc_wmma_with_lineinfo_and_epilogue():
+    """nvcc -lineinfo output (.loc with inlined_at, debug sections); the epilogue adds an
+    accumulator to itself (x + x), which is arithmetic on one element, not two partial sums."""
+    mod = kernel.parse_module((DATA / "wmma_epilogue_sm80.ptx").read_text())
+    spec = kernel.load_spec(DATA / "wmma_epilogue.toml")
+    r = kernel.check(mod, spec, lanes=False)
+    assert r.verdict == "proved", [str(w) for w in r.witnesses[:2]]
+    assert r.stats["outputs_through_arithmetic"] == 256 and r.stats["wmma_maps"]
+    inp = kernel.make_inputs(spec, seed=5, names=["A", "B"])
+    out = kernel.run(mod, spec, inp)
+    A = to_float64(inp["A"].astype(np.uint64), "f16")
+    B = to_float64(inp["B"].astype(np.uint64), "f16")
+    got = to_float64(out["C"].astype(np.uint64), "f32")
+    assert np.abs(got - A @ B.T).max() < 1e-3 * (np.abs(A) @ np.abs(B.T)).max()

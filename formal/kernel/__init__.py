@@ -99,7 +99,7 @@ def check(mod, spec, ctas=None, seed: int = 0, lanes: bool = True) -> CheckResul
     n_all = sp.grid[0] * sp.grid[1] * sp.grid[2]
     stats = {"ctas": len(m.ctas), "ctas_in_grid": n_all, "threads": int(m.valid.sum()), "steps": m.executed,
              "mma": pv.mmas, "products": pv.products, "outputs_checked": fin["checked"],
-             "outputs_complete": fin["complete"],
+             "outputs_complete": fin["complete"], "outputs_through_arithmetic": fin["through_arithmetic"],
              "formations": {n: int(c) for n, c in zip(["A*B", "A*B_residual", "A_residual*B", "A_residual*B_residual"],
                                                        pv.formations) if c},
              "operand_derivations": {k: {n: int(c) for n, c in zip(["element", "converted", "residual", "arithmetic"], v)
@@ -124,6 +124,8 @@ def check(mod, spec, ctas=None, seed: int = 0, lanes: bool = True) -> CheckResul
                 + (f"; {pv.permuted} products use a k order other than the mma's (a permutation shared by both operands)"
                    if pv.permuted else "")
                 + (f"; CTAs checked: {len(m.ctas)} of {n_all}" if ctas is not None else "")
+                + (f"; {fin['through_arithmetic']} outputs pass through arithmetic after their last mma (a scalar "
+                   "epilogue: its values are not part of this proof)" if fin["through_arithmetic"] else "")
                 + (f"; for the wmma fragment maps {', '.join(sorted(pv.wmma_maps))} (PTX leaves them unspecified)"
                    if pv.wmma_maps else "")
                 + _lane_summary(pv.lane_proofs))

@@ -448,7 +448,7 @@ class Provenance:
             return tg
         a0, b0 = ts[0][:, 0], ts[1][:, 0]
         ka, kb = TG.kind(a0), TG.kind(b0)
-        both = exe & (ka == TG.ACC) & (kb == TG.ACC)
+        both = exe & (ka == TG.ACC) & (kb == TG.ACC) & (TG.idx(a0) != TG.idx(b0))   # x + x is arithmetic on x
         add_c = exe & (((ka == TG.ACC) & (kb == TG.ELEM)) | ((ka == TG.ELEM) & (kb == TG.ACC)))
         if not (both.any() or add_c.any()):
             return tg
@@ -587,7 +587,7 @@ class Provenance:
     def finish(self, sampled: bool) -> dict:
         """Check every output element; returns counts for the summary."""
         m = self.m
-        checked = complete = 0
+        checked = complete = arith = 0
         for con in self.contracts:
             b, o, nb = m.buffers[con.out - 1]
             eb = b.bits // 8
@@ -666,7 +666,8 @@ class Provenance:
                                     f"{con.c.addend}[{r[pos]}][{c[pos]}] + the products")
                     okk = okk & self.acc_add[ids]
             complete += int((good & okk).sum())
-        return {"checked": checked, "complete": complete}
+            arith += int((good & okk & (TG.deriv(t0) == TG.ARITH)).sum())
+        return {"checked": checked, "complete": complete, "through_arithmetic": arith}
 
     def _wit_store(self, kind, tag, byte, arrived, wanted):
         m = self.m

@@ -638,10 +638,10 @@ def _body_statement(fn: Function, st: str, line: int, path) -> None:
     if not m:
         raise PTXSyntaxError(line, f"cannot read instruction {st[:60]!r}", path)
     opcode, rest = m.group(1), m.group(2).strip()
-    try:
+    if opcode.split(".")[0] == "call":
+        ops = []                # call's (ret), func, (params) list: the engine does not execute calls
+    else:
         ops = [parse_operand(x, line, path) for x in split_top(rest)] if rest else []
-    except PTXSyntaxError:
-        raise
     ins = Instr(line, opcode, ops, st + ";", pred, neg)
     if opcode.split(".")[0] in _MATRIX:
         from .. import catalog
