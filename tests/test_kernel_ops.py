@@ -303,3 +303,31 @@ def test_approximate_arithmetic_is_refused_by_run():
     with pytest.raises(kernel.Unsupported) as e:
         go("  ex2.approx.f32 %r10, %r1;\n", np.zeros((32, 4), np.uint32))
     assert "bit for bit" in e.value.why
+
+
+def test_shift_value_formula_agrees_with_the_movement_spec():
+    """shl/shr have a value formula (specs/ptx_ops.toml, the kernel interpreter) and a bit-movement
+    formula (specs/movement.toml [shift], the recipe engine): the two must be one semantics."""
+    from formal.expr import Formula
+    from formal.kernel import values as V
+    from formal.specdata import load_spec
+    mv = load_spec("movement")["shift"]
+    rng = np.random.default_rng(9)
+    for t in ("b16", "b32", "b64", "s32", "u64"):
+        w = int(t[1:])
+        a = rng.integers(0, 1 << 63, size=64, dtype=np.uint64) & np.uint64((1 << w) - 1)
+        for op in ("shl", "shr"):
+            if op == "shl" and t.startswith("s"):
+                continue
+            for n in (0, 1, 7, 8, w - 1, w, w + 3):
+                got = V.int_op(op, [op, t], t, a, np.full(64, n, np.uint64))
+                src, ok = Formula(mv[op]["src_bit"]), Formula(mv[op]["from_src"])
+                want = np.zeros(64, np.uint64)
+                for bit in range(w):
+                    nn = min(n, w)
+                    if ok.eval({"bit": bit, "n": nn, "w": w}):
+                        sb = src.eval({"bit": bit, "n": nn, "w": w})
+                        want |= ((a >> np.uint64(sb)) & np.uint64(1)) << np.uint64(bit)
+                    elif t.startswith("s") and op == "shr":            # arithmetic: the sign fills
+                        want |= ((a >> np.uint64(w - 1)) & np.uint64(1)) << np.uint64(bit)
+                assert np.array_equal(got, want), (t, op, n)

@@ -845,7 +845,6 @@ def _cp(m, p, ins, exe):
 def _warps(m, ins, exe):
     """Warps executing a warp-collective instruction; every live lane must be there."""
     gw = np.unique(m.gwarp[exe])
-    lanes = (m.gwarp[:, None] == gw[None, :]) if len(gw) < 8 else None
     inw = np.isin(m.gwarp, gw)
     bad = inw & m.valid & ~exe & m.alive
     if bad.any():
