@@ -331,3 +331,20 @@ def test_shift_value_formula_agrees_with_the_movement_spec():
                     elif t.startswith("s") and op == "shr":            # arithmetic: the sign fills
                         want |= ((a >> np.uint64(w - 1)) & np.uint64(1)) << np.uint64(bit)
                 assert np.array_equal(got, want), (t, op, n)
+
+
+@pytest.mark.parametrize("barrier,race", [("bar.warp.sync -1;", False), ("bar.sync 0;", False), ("", True)])
+def test_warp_barrier_orders_shared_memory_within_the_warp(barrier, race):
+    body = f"""
+  .shared .align 16 .b8 buf[128];
+  mov.u32 %r20, buf;
+  shl.b32 %r21, %r0, 2;
+  add.u32 %r22, %r20, %r21;
+  st.shared.u32 [%r22], %r0;
+  {barrier}
+  xor.b32 %r23, %r21, 4;
+  add.u32 %r24, %r20, %r23;
+  ld.shared.u32 %r10, [%r24];
+"""
+    w = _witness_run(body)
+    assert [x.kind for x in w] == (["race"] if race else [])

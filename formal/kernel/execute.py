@@ -76,7 +76,8 @@ def _ret(m, p, ins, exe):
 
 def _bar(m, p, ins, exe):
     parts = ins.parts
-    if "warp" in parts:                 # bar.warp.sync: a warp-level convergence point, no CTA epoch
+    if "warp" in parts:                 # bar.warp.sync: orders memory among the warp's threads
+        m.wepoch[np.unique(m.gwarp[exe])] += 1
         return None
     if "arrive" in parts or "red" in parts:
         raise Unsupported(ins.line, ins.text, "bar.arrive / bar.red")
@@ -639,7 +640,9 @@ def _shared_read_checks(m, ins, reg, tt, idx2):
     wr = reg.writer[idx2]
     ep = reg.epoch[idx2]
     cur = m.epoch[m.slot[tt]][:, None]
-    race = (wr >= 0) & (wr != tt[:, None]) & (ep >= cur) & (pend < 0)
+    warp_ordered = (m.gwarp[np.maximum(wr, 0)] == m.gwarp[tt][:, None]) & \
+        (reg.wwepoch[idx2] < m.wepoch[m.gwarp[tt]][:, None])
+    race = (wr >= 0) & (wr != tt[:, None]) & (ep >= cur) & (pend < 0) & ~warp_ordered
     if race.any():
         k = int(np.flatnonzero(race.any(axis=1))[0])
         j = int(np.flatnonzero(race[k])[0])
@@ -667,6 +670,7 @@ def _read_bytes(m, ins, space, addr, tidx, n, check_shared=True):
             _shared_read_checks(m, ins, reg, tt, idx2)
             reg.reader[idx2] = tt[:, None]
             reg.repoch[idx2] = m.epoch[m.slot[tt]][:, None]
+            reg.rwepoch[idx2] = m.wepoch[m.gwarp[tt]][:, None]
     return data, tg, srcs
 
 
@@ -677,7 +681,9 @@ def _write_bytes(m, ins, p, space, addr, tidx, data, tg, pending=None):
         if sp == "shared":
             # WAR: another thread read this byte in the current barrier epoch
             rd = reg.reader[idx2]
-            war = (rd >= 0) & (rd != tt[:, None]) & (reg.repoch[idx2] >= m.epoch[m.slot[tt]][:, None])
+            warp_ordered = (m.gwarp[np.maximum(rd, 0)] == m.gwarp[tt][:, None]) & \
+                (reg.rwepoch[idx2] < m.wepoch[m.gwarp[tt]][:, None])
+            war = (rd >= 0) & (rd != tt[:, None]) & (reg.repoch[idx2] >= m.epoch[m.slot[tt]][:, None]) & ~warp_ordered
             if war.any():
                 k, j = map(int, np.argwhere(war)[0])
                 r = int(rd[k, j])
@@ -692,6 +698,7 @@ def _write_bytes(m, ins, p, space, addr, tidx, data, tg, pending=None):
         if hasattr(reg, "writer"):
             reg.writer[idx2] = tt[:, None]
         if sp == "shared":
+            reg.wwepoch[idx2] = m.wepoch[m.gwarp[tt]][:, None]
             reg.epoch[idx2] = m.epoch[m.slot[tt]][:, None]
             reg.pending[idx2] = -1 if pending is None else pending[rows][:, None]
 
@@ -808,6 +815,7 @@ def _cp(m, p, ins, exe):
             k = pend[fin]
             sh.pending[k] = -1
             sh.epoch[k] = m.epoch[m.slot[sh.writer[k]]]
+            sh.wwepoch[k] = m.wepoch[m.gwarp[sh.writer[k]]]
         return None
     if "mbarrier" in parts:
         raise Unsupported(ins.line, ins.text, "cp.async.mbarrier")
@@ -851,7 +859,6 @@ def _warps(m, ins, exe):
         t = int(np.flatnonzero(bad)[0])
         m.witness("undefined", ins, t, arrived="this lane does not execute the .sync.aligned instruction with its warp",
                   wanted="all threads of the warp execute it convergently (.aligned)")
-    del lanes
     return gw
 
 

@@ -90,6 +90,8 @@ class Region:
             self.pending = np.full(size, -1, dtype=np.int64)
             self.reader = np.full(size, -1, dtype=np.int64)
             self.repoch = np.full(size, -1, dtype=np.int64)
+            self.wwepoch = np.zeros(size, dtype=np.int64)    # warp barrier epoch of the writer at the write
+            self.rwepoch = np.zeros(size, dtype=np.int64)    # ... of the reader at the read
 
 
 class Machine:
@@ -219,6 +221,7 @@ class Machine:
         self.S = max(dyn + sp.shared_bytes if any(v.extern for v in svars) else off, 1)
         self.shared = Region("shared", self.S * len(self.ctas), self.check, race=True)
         self.epoch = np.zeros(len(self.ctas), dtype=np.int64)
+        self.wepoch = np.zeros(self.T // 32, dtype=np.int64)     # bar.warp.sync epochs per warp
         # local: per thread
         lvars = [v for v in fn.vars if v.space == "local"]
         self.lvar_off, off = {}, 0
