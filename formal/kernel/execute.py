@@ -119,8 +119,6 @@ def _int_or_float(m, p, ins, exe):
     w = V.type_bits(t)
     vals = [m.value(o, ins, w) for o in srcs]
     wide = "wide" in parts
-    if h in ("mad", "mul") and "wide" in parts:
-        pass
     r = V.int_op(h, parts, t, *vals)
     tg = None
     if m.check:
@@ -190,6 +188,8 @@ def _float(m, p, ins, exe, t, srcs):
             raise Unsupported(ins.line, ins.text, ".approx / .full results are not specified bit for bit")
         return _approx(m, p, ins, exe, t, srcs)        # check: only the provenance matters
     fn = V.ops_table()["float"].get(h, {}).get("fn")
+    if any(x in parts for x in ("NaN", "xorsign", "oob")):
+        raise Unsupported(ins.line, ins.text, "the .NaN / .xorsign / .oob variants are not modelled")
     if fn is None:
         raise Unsupported(ins.line, ins.text, f"{h}.{t}")
     ftz, sat = "ftz" in parts, "sat" in parts
