@@ -348,3 +348,29 @@ def test_warp_barrier_orders_shared_memory_within_the_warp(barrier, race):
 """
     w = _witness_run(body)
     assert [x.kind for x in w] == (["race"] if race else [])
+
+
+def test_local_const_and_global_variables():
+    mod_text = HEAD.replace(".visible .entry", ".const .align 4 .b32 ctab[4] = {11, 22, 33, 44};\n"
+                            ".global .align 4 .b32 gtab[2] = {5, 6};\n.visible .entry") + """
+  .local .align 8 .b8 depot[16];
+  mov.u32 %r20, depot;
+  st.local.u32 [%r20+4], %r0;
+  ld.local.u32 %r10, [%r20+4];
+  and.b32 %r21, %r0, 3;
+  shl.b32 %r22, %r21, 2;
+  mov.u32 %r23, ctab;
+  add.u32 %r24, %r23, %r22;
+  ld.const.u32 %r11, [%r24];
+  mov.u64 %rd6, gtab;
+  ld.global.u32 %r12, [%rd6+4];
+  cvta.global.u64 %rd7, %rd6;
+  ld.u32 %r13, [%rd7];
+""" + TAIL
+    spec = kernel.load_spec(SPEC)
+    out = kernel.run(kernel.parse_module(mod_text), spec, {"In": np.zeros((32, 4), np.uint32)})["Out"]
+    t = np.arange(32)
+    assert np.array_equal(out[:, 0], t)                                   # per-thread local memory
+    assert np.array_equal(out[:, 1], np.array([11, 22, 33, 44])[t % 4])
+    assert np.all(out[:, 2] == 6) and np.all(out[:, 3] == 5)
+    assert kernel.run.last_witnesses == []
