@@ -1,6 +1,6 @@
 """Kernels as compilers emit them: PTX modules in, data-path proofs and bit-exact runs out.
 
-Planned public API (``formal.kernel``), usable from a compiler's test suite::
+Public API (``formal.kernel``), usable from a compiler's test suite::
 
     mod  = parse_module(text, path=None)          # PTX module -> Module; PTXSyntaxError(line, msg)
     lint(mod) -> list[Finding]                    # matrix instructions legal on .target/.version
@@ -8,7 +8,145 @@ Planned public API (``formal.kernel``), usable from a compiler's test suite::
     res  = check(mod, spec, ctas=None)            # CheckResult: verdict proved/refuted/unknown + witnesses
     out  = run(mod, spec, inputs, arch="sm_90")   # {buffer name: raw encodings}, bit-exact
 
-The kernel spec (launch, buffers, contract) lives in :mod:`formal.kernel.spec`.
+Errors: :class:`PTXSyntaxError` (bad module, has ``.line``), :class:`Unsupported` (a construct
+the engine does not model, with ``.line`` and ``.instruction``), :class:`SpecError` (bad spec).
+The kernel spec (launch, buffers, contract) lives in :mod:`formal.kernel.spec`; the
+interpreter in :mod:`formal.kernel.machine` (see docs/kernel.md).
 """
 
-from .spec import Buffer, Contract, KernelSpec, SpecError, load_spec, make_inputs  # noqa: F401
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .machine import Witness
+from .ptx import Module, PTXSyntaxError, Unsupported, parse_module
+from .spec import Buffer, Contract, KernelSpec, SpecError, load_spec, make_inputs, raw_dtype  # noqa: F401
+
+__all__ = ["parse_module", "lint", "check", "run", "Module", "Finding", "CheckResult", "Witness", "PTXSyntaxError",
+           "Unsupported", "SpecError", "load_spec", "make_inputs", "raw_dtype", "KernelSpec"]
+
+
+@dataclass
+class Finding:
+    line: int
+    instruction: str
+    legal: bool
+    reasons: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"line": self.line, "instruction": self.instruction, "legal": self.legal, "reasons": self.reasons}
+
+
+@dataclass
+class CheckResult:
+    verdict: str
+    witnesses: list
+    permutations: int = 0
+    summary: str = ""
+    stats: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"verdict": self.verdict, "summary": self.summary, "permutations": self.permutations,
+                "stats": self.stats, "witnesses": [w.to_json() for w in self.witnesses]}
+
+
+def _module(mod) -> Module:
+    if isinstance(mod, Module):
+        return mod
+    if isinstance(mod, str):
+        return parse_module(mod)
+    raise TypeError("pass a Module (kernel.parse_module) or PTX text")
+
+
+def _spec(spec) -> KernelSpec:
+    return spec if isinstance(spec, KernelSpec) else load_spec(spec)
+
+
+def lint(mod) -> list[Finding]:
+    """Every mma / mma.sp / wmma / ldmatrix / stmatrix / movmatrix: legal on the module's
+    ``.target`` at its ``.version``?  (Catalog legality for the matrix instructions, the
+    movement spec's target notes for the movement ones.)"""
+    from .legality import lint_module
+    return lint_module(_module(mod))
+
+
+def run(mod, spec, inputs: dict | None = None, arch: str = "sm_90") -> dict:
+    """Execute the launch with bit-exact values; returns every buffer after the run
+    (raw encodings in the buffer's shape).  Buffers missing from ``inputs`` start at zero."""
+    from .machine import Machine
+    m = Machine(_module(mod), _spec(spec), inputs or {}, arch=arch, check=False)
+    m.run()
+    bad = [w for w in m.witnesses]
+    out = {b.name: m.read_buffer(b.name) for b in m.spec.buffers}
+    run.last_witnesses = bad            # undefined behaviour / OOB seen during the run (the CLI reports them)
+    run.last_steps = m.executed
+    return out
+
+
+def check(mod, spec, ctas=None, seed: int = 0, lanes: bool = True) -> CheckResult:
+    """The data-path proof of the launch (or of the CTAs named in ``ctas``).  ``lanes``: also
+    prove each ldmatrix/stmatrix addressing over a symbolic lane with Z3 (formal.kernel.symbolic)."""
+    from .machine import Machine
+    from .spec import make_inputs as _mk
+    sp = _spec(spec)
+    m = Machine(_module(mod), sp, _mk(sp, seed=seed), check=True, ctas=ctas, mma_bits=False)
+    if not sp.contracts:
+        raise SpecError(f"{sp.source}: check needs a [contract]")
+    m.prov.lanes = lanes
+    m.run()
+    fin = m.prov.finish(sampled=ctas is not None)
+    pv = m.prov
+    n_all = sp.grid[0] * sp.grid[1] * sp.grid[2]
+    stats = {"ctas": len(m.ctas), "ctas_in_grid": n_all, "threads": int(m.valid.sum()), "steps": m.executed,
+             "mma": pv.mmas, "products": pv.products, "outputs_checked": fin["checked"],
+             "outputs_complete": fin["complete"], "outputs_through_arithmetic": fin["through_arithmetic"],
+             "formations": {n: int(c) for n, c in zip(["A*B", "A*B_residual", "A_residual*B", "A_residual*B_residual"],
+                                                       pv.formations) if c},
+             "operand_derivations": {k: {n: int(c) for n, c in zip(["element", "converted", "residual", "arithmetic"], v)
+                                         if c} for k, v in pv.derivs.items()}}
+    stats["wmma_maps"] = sorted(pv.wmma_maps)
+    stats["lane_proofs"] = pv.lane_proofs
+    wit = m.witnesses
+    if wit:
+        verdict = "refuted"
+    elif pv.mmas == 0 or fin["checked"] == 0:
+        verdict = "unknown"
+    else:
+        verdict = "proved"
+    counts = ", ".join(f"{k}: {v}" for k, v in sorted(m.counts.items()))
+    if verdict == "proved":
+        forms = " + ".join(f"{n} ({c})" for n, c in stats["formations"].items())
+        summ = (f"proved: {fin['complete']} output elements of {', '.join(c.c.out for c in pv.contracts)} each "
+                f"accumulate all K products, stored at their addresses; {pv.mmas} mma executions, "
+                f"{pv.products} products formed as {forms}; operands: "
+                + "; ".join(f"{k} " + ", ".join(f"{n} {c}" for n, c in v.items())
+                            for k, v in stats["operand_derivations"].items())
+                + (f"; {pv.permuted} products use a k order other than the mma's (a permutation shared by both operands)"
+                   if pv.permuted else "")
+                + (f"; CTAs checked: {len(m.ctas)} of {n_all}" if ctas is not None else "")
+                + (f"; {fin['through_arithmetic']} outputs pass through arithmetic after their last mma (a scalar "
+                   "epilogue: its values are not part of this proof)" if fin["through_arithmetic"] else "")
+                + (f"; for the wmma fragment maps {', '.join(sorted(pv.wmma_maps))} (PTX leaves them unspecified)"
+                   if pv.wmma_maps else "")
+                + _lane_summary(pv.lane_proofs))
+    elif verdict == "refuted":
+        summ = f"refuted: {counts}" + _lane_summary(pv.lane_proofs)
+    else:
+        summ = "unknown: " + ("no mma executed" if pv.mmas == 0 else "no output element was stored")
+    return CheckResult(verdict, wit, pv.permuted, summ, stats)
+
+
+def _lane_summary(recs) -> str:
+    if not recs:
+        return ""
+    ok = sum(r["status"] == "proved" for r in recs)
+    bad = [r for r in recs if r["status"] == "refuted"]
+    unk = len(recs) - ok - len(bad)
+    agree = all(r.get("agrees_with_enumeration", True) for r in recs)
+    s = (f"; Z3 over a symbolic lane: {ok} of {len(recs)} ldmatrix/stmatrix addressings proved aligned and distinct"
+         + (", agreeing with the 32-lane enumeration" if agree else ", DISAGREEING with the enumeration"))
+    if bad:
+        s += "; refuted at line " + ", ".join(str(r["line"]) for r in bad)
+    if unk:
+        s += f"; {unk} unknown"
+    return s

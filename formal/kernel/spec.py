@@ -14,6 +14,9 @@ A spec is a small TOML file (or the equivalent dict)::
     type = "f16"                  # element type as PTX names it
     shape = [128, 64]
     strides = [64, 1]             # in elements; default row-major
+    # sparse = "2:4", metadata = "E", logical_shape = [M, K]: a compressed structured-sparse
+    # lhs and its metadata buffer (one nibble idx0 | idx1 << 2 per 4-column chunk, u8);
+    # generate = "sparse_meta_2of4" makes make_inputs write legal metadata
     [contract]
     C = "A @ B"                   # also "A @ B + C", "A.T @ B", "A @ B.T"
 
@@ -282,4 +285,11 @@ def make_inputs(spec: KernelSpec, seed: int = 0, names: list[str] | None = None,
         else:
             raise SpecError(f"unknown input regime {regime!r} (normal, bits)")
         out[b.name] = codes.astype(dt).reshape(b.shape)
+        if b.extra.get("generate") == "sparse_meta_2of4":
+            # legal 2:4 metadata: two distinct positions idx0 < idx1 of four, nibble idx0 | idx1 << 2
+            legal = np.array([0b0100, 0b1000, 0b1100, 0b1001, 0b1101, 0b1110], dtype=np.uint8)
+            out[b.name] = legal[rng.integers(0, len(legal), size=b.shape)].astype(dt)
+        elif b.extra.get("generate") is not None:
+            raise SpecError(f"{spec.source}: buffer {b.name!r}: unknown generate = {b.extra['generate']!r} "
+                            "(known: sparse_meta_2of4)")
     return out

@@ -162,6 +162,10 @@ def _F(src: str, let: dict | None = None) -> Formula:
     return Formula(str(src), let=dict(let or {}))
 
 
+def _numpy_eval(f: Formula, env: dict):
+    return f.eval(env)
+
+
 # ---------------------------------------------------------------------------------------
 # Steps
 
@@ -383,12 +387,19 @@ class MatrixMove(ElementStore, Step):
         return ctx.value(self.addr.base, lane) + self.addr.offset if not ctx.ops.is_z3 else \
             ctx.ops.bv(ctx.value(self.addr.base, lane)) + self.addr.offset
 
+    def gather(self, lane, j, e, ev=None):
+        """Element e of register j of ``lane`` <-> (the lane whose address operand holds its
+        row, the element index from that row address): the one definition of the
+        instruction, used by the recipe engine (numpy and Z3 through ``ev``) and the kernel
+        interpreter (numpy)."""
+        ev = ev or _numpy_eval
+        env = {"lane": lane, "j": j, "e": e}
+        return ev(self.f_lane, env), ev(self.f_index, env)
+
     def _elem_bit(self, ctx, lane, j, e):
         """Bit address of the first bit of memory element (lane, j, e)."""
         ops = ctx.ops
-        env = {"lane": lane, "j": j, "e": e}
-        al = ops.formula(self.f_lane, env)
-        idx = ops.formula(self.f_index, env)
+        al, idx = self.gather(lane, j, e, ops.formula)
         ra = self._row_addr(ctx, al)
         if ops.is_z3:
             return ops.bv(ra) * 8 + ops.bv(idx) * self.src_bits, al
@@ -451,11 +462,16 @@ class MovMatrix(Step):
         self.widths = {self.d: 32, self.a: 32}
         self.granularity = self.bits
 
+    def gather(self, lane, e, ev=None):
+        """Element e of d in ``lane`` comes from (lane, element) of a (shared with the kernel interpreter)."""
+        ev = ev or _numpy_eval
+        env = {"lane": lane, "e": e}
+        return ev(self.f_lane, env), ev(self.f_e, env)
+
     def pull(self, ctx, k, name, L, B):
         ops = ctx.ops
         e = ops.div(B, self.bits)
-        env = {"lane": L, "e": e}
-        sl, se = ops.formula(self.f_lane, env), ops.formula(self.f_e, env)
+        sl, se = self.gather(L, e, ops.formula)
         SB = (ops.bv(se) * self.bits + ops.mod(B, self.bits)) if ops.is_z3 else se * self.bits + ops.mod(B, self.bits)
         return ctx.read(k, self.a, sl, SB), ("reg", self.a, sl, SB)
 
@@ -486,13 +502,15 @@ class Shfl(Step):
         self.widths = {self.d: 32, self.a: 32}
         self.granularity = 32
 
-    def _env(self, ctx, L):
-        return {"lane": L, "b": ctx.value(self.b, L), "c": ctx.value(self.c, L)}
+    def source(self, lane, b, c, ev=None):
+        """(j, pval) of the 9.7.9.6 pseudo-code: lane reads lane j when pval holds, else itself."""
+        ev = ev or _numpy_eval
+        env = {"lane": lane, "b": b, "c": c}
+        return ev(self.f_j, env), ev(self.f_p, env)
 
     def src_lane(self, ctx, L):
         ops = ctx.ops
-        env = self._env(ctx, L)
-        j, p = ops.formula(self.f_j, env), ops.formula(self.f_p, env)
+        j, p = self.source(L, ctx.value(self.b, L), ctx.value(self.c, L), ops.formula)
         return ops.ite(ops.truth(p), j, L)
 
     def pull(self, ctx, k, name, L, B):
@@ -535,10 +553,14 @@ class Prmt(Step):
         self.widths = {self.d: 32, self.a: 32, self.b: 32}
         self.granularity = 8
 
+    def select(self, k_byte, c, ev=None):
+        """Destination byte k takes source byte ``byte`` of {b, a}; ``sign``: replicate its msb."""
+        ev = ev or _numpy_eval
+        env = {"k": k_byte, "c": c}
+        return ev(self.f_byte, env), ev(self.f_sign, env)
+
     def selection(self, ctx, L, k_byte):
-        ops = ctx.ops
-        env = {"k": k_byte, "c": ctx.value(self.c, L)}
-        return ops.formula(self.f_byte, env), ops.formula(self.f_sign, env)
+        return self.select(k_byte, ctx.value(self.c, L), ctx.ops.formula)
 
     def pull(self, ctx, k, name, L, B):
         ops = ctx.ops
@@ -606,10 +628,14 @@ class CvtPack(Step):
         kind = ops.ite(intact, DATA, ops.ite(ops.eq(r0.kind, UNDEF), UNDEF, GARBLED))
         return Content(kind, r0.row, r0.col, r0.bit)
 
+    def operand_of_half(self, h, ev=None):
+        """Which source operand (0 = a, 1 = b) lands in destination half h."""
+        return (ev or _numpy_eval)(self.f_op, {"h": h})
+
     def pull(self, ctx, k, name, L, B):
         ops = ctx.ops
         h = ops.div(B, self.dst_bits)
-        opi = ops.formula(self.f_op, {"h": h})
+        opi = self.operand_of_half(h, ops.formula)
         c0 = self._converted(ctx, k, self.srcs[0], L)
         c1 = self._converted(ctx, k, self.srcs[1], L)
         c = ite_content(ops, ops.eq(opi, 0), c0, c1)
@@ -663,6 +689,12 @@ class Mov(Step):
             self.reads = list(self.parts) if self.form == "pack" else [self.a]
             self.granularity = self.w
 
+    def part_of_bit(self, bit, ev=None):
+        """Bit ``bit`` of the packed scalar is bit ``sb`` of vector part ``v``."""
+        ev = ev or _numpy_eval
+        env = {"bit": bit, "w": self.w}
+        return ev(self.f_op, env), ev(self.f_bit, env)
+
     def pull(self, ctx, k, name, L, B):
         ops = ctx.ops
         if self.form == "rename":
@@ -671,8 +703,7 @@ class Mov(Step):
             v = self.parts.index(name)
             SB = ops.bv(B) + v * self.w if ops.is_z3 else B + v * self.w
             return ctx.read(k, self.a, L, SB), ("reg", self.a, L, SB)
-        env = {"bit": B, "w": self.w}
-        v, sb = ops.formula(self.f_op, env), ops.formula(self.f_bit, env)
+        v, sb = self.part_of_bit(B, ops.formula)
         out = None
         for i, p in enumerate(self.parts):
             c = ctx.read(k, p, L, sb)

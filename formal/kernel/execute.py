@@ -1,0 +1,1066 @@
+"""One instruction on every thread of a mask: the dispatch of the kernel interpreter.
+
+Scalar semantics come from ``specs/ptx_ops.toml`` (:mod:`formal.kernel.values`); data
+movement from ``specs/movement.toml`` through the recipe engine's step classes
+(:mod:`formal.transform.steps`: one definition per instruction); matrix instructions from
+the catalog and :mod:`formal.evaluate`.  Anything else raises :class:`Unsupported` with
+the line.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import tags as TG
+from . import values as V
+from .machine import GLOBAL_BASE, LOCAL_WINDOW, PARAM_BASE, SHARED_WINDOW, U64, _type_of
+from .ptx import Addr, Imm, Instr, Pair, Reg, Sym, Unsupported, Vec
+
+_SPACES = ("global", "shared", "local", "param", "const")
+_NOOP = ("membar", "fence", "prefetch", "prefetchu", "griddepcontrol", "nanosleep", "pmevent", "trap", "brkpt")
+
+
+def execute(m, p: int, ins: Instr, exe: np.ndarray, mask: np.ndarray):
+    """Run instruction p for the threads in ``exe``; returns a jump target or None."""
+    h = ins.head
+    f = _HANDLERS.get(h)
+    if f is None:
+        if h in _NOOP:
+            if h == "trap" and exe.any():
+                raise Unsupported(ins.line, ins.text, "trap executed")
+            return None
+        raise Unsupported(ins.line, ins.text, f"instruction {h} is not modelled")
+    if not exe.any() and h not in ("bar", "barrier"):
+        return None
+    try:
+        return f(m, p, ins, exe)
+    except NotImplementedError as e:
+        raise Unsupported(ins.line, ins.text, str(e) or "form not modelled") from None
+
+
+# ---------------------------------------------------------------------------------------
+# helpers
+
+def _t(ins):
+    t = _type_of(ins.parts)
+    if t is None:
+        raise Unsupported(ins.line, ins.text, "no operand type")
+    return t
+
+
+def _reg(op, ins):
+    if isinstance(op, Reg):
+        return op.name
+    raise Unsupported(ins.line, ins.text, f"destination {op} is not a register")
+
+
+def _scalar_write(m, ins, p, exe, op, val, tags=None):
+    if isinstance(op, Pair):
+        raise Unsupported(ins.line, ins.text, "paired destination")
+    m.put(_reg(op, ins), val, exe, ins, tags, p)
+
+
+# ---------------------------------------------------------------------------------------
+# control flow
+
+def _bra(m, p, ins, exe):
+    tgt = ins.ops[-1]
+    if not isinstance(tgt, Sym) or tgt.name not in m.fn.labels:
+        raise Unsupported(ins.line, ins.text, "branch target is not a label of this function")
+    return m.fn.labels[tgt.name]
+
+
+def _ret(m, p, ins, exe):
+    return None
+
+
+def _bar(m, p, ins, exe):
+    parts = ins.parts
+    if "warp" in parts:                 # bar.warp.sync: orders memory among the warp's threads
+        m.wepoch[np.unique(m.gwarp[exe])] += 1
+        return None
+    if "arrive" in parts or "red" in parts:
+        raise Unsupported(ins.line, ins.text, "bar.arrive / bar.red")
+    if len(ins.ops) > 1:
+        raise Unsupported(ins.line, ins.text, "barrier with a thread count")
+    slots = np.unique(m.slot[exe])
+    for s in slots:
+        in_cta = m.slot == s
+        if (m.alive & in_cta & ~exe).any():
+            t = int(np.flatnonzero(m.alive & in_cta & ~exe)[0])
+            m.witness("undefined", ins, t, arrived="this thread of the CTA does not execute the barrier",
+                      wanted="every live thread of the CTA reaches bar.sync (9.7.13.1)")
+    m.epoch[slots] += 1
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# arithmetic
+
+_BITWISE = ("and", "or", "xor", "not")
+
+
+def _int_or_float(m, p, ins, exe):
+    h, parts = ins.head, ins.parts
+    t = _t(ins)
+    n_src = {"neg": 1, "abs": 1, "not": 1, "mad": 3, "fma": 3, "ex2": 1, "lg2": 1, "rcp": 1, "rsqrt": 1,
+             "sqrt": 1, "sin": 1, "cos": 1, "tanh": 1}.get(h, 2)
+    srcs = ins.ops[1:1 + n_src]
+    if len(ins.ops) != 1 + n_src:
+        raise Unsupported(ins.line, ins.text, f"{h} takes {n_src} sources")
+    if t == "pred":
+        vals = [np.asarray(m.value(o, ins), dtype=bool) for o in srcs]
+        r = {"and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b,
+             "not": lambda a: ~a}[h](*vals)
+        _scalar_write(m, ins, p, exe, ins.ops[0], r)
+        return None
+    if t in ("f32", "f64", "f16", "bf16", "f16x2", "bf16x2"):
+        return _float(m, p, ins, exe, t, srcs)
+    w = V.type_bits(t)
+    vals = [m.value(o, ins, w) for o in srcs]
+    wide = "wide" in parts
+    r = V.int_op(h, parts, t, *vals)
+    tg = None
+    if m.check:
+        ts = [m.optags(o) for o in srcs]
+        if any(x is not None for x in ts):
+            nb = (2 * w if wide else w) // 8
+            tg = _bytewise(h, srcs, ts, vals, w, m.T)
+            if tg is None:
+                d = TG.CONV if h in _BITWISE else TG.ARITH
+                tg = TG.combine(ts, nb, d, m.T)
+    _scalar_write(m, ins, p, exe, ins.ops[0], r, tg)
+    return None
+
+
+def _bytewise(h, srcs, ts, vals, w, T):
+    """Tags of and/or/shl/shr when they only move or mask whole bytes (unpacking packed
+    elements): byte k of the result holds what byte k' of a source held.  None when the
+    operation does not act on whole bytes (the caller derives the tags then)."""
+    nb = w // 8
+    if nb < 1:
+        return None
+    def tags_of(i):
+        t = ts[i]
+        return np.zeros((T, nb), np.int64) if t is None else t[:, :nb]
+    if h in ("shl", "shr") and isinstance(srcs[1], Imm) and srcs[1].value % 8 == 0 and ts[1] is None:
+        k = min(srcs[1].value // 8, nb)
+        a = tags_of(0)
+        out = np.zeros((T, nb), np.int64)
+        if h == "shl":
+            out[:, k:] = a[:, :nb - k]
+        else:
+            out[:, :nb - k] = a[:, k:]
+        return out
+    if h == "and" and (ts[0] is None) != (ts[1] is None):
+        di = 0 if ts[0] is not None else 1
+        c = vals[1 - di]
+        bytes_ = np.stack([((c >> U64(8 * k)) & U64(0xFF)) for k in range(nb)], axis=1)
+        a = tags_of(di)
+        keep = bytes_ == 0xFF
+        drop = bytes_ == 0
+        part = ~keep & ~drop
+        out = np.where(keep, a, 0)
+        return np.where(part & (a != 0), TG.with_deriv(a, TG.CONV), out)
+    if h in ("or", "xor", "add") and ts[0] is not None and ts[1] is not None:
+        a, b = tags_of(0), tags_of(1)
+        # disjoint bytes: each byte of data from at most one operand, the other's byte zero
+        va = np.stack([((vals[0] >> U64(8 * k)) & U64(0xFF)) for k in range(nb)], axis=1)
+        vb = np.stack([((vals[1] >> U64(8 * k)) & U64(0xFF)) for k in range(nb)], axis=1)
+        ok = ((a == 0) & (va == 0)) | ((b == 0) & (vb == 0))
+        if ok.all():
+            return np.where(a != 0, a, b)
+        return None
+    return None
+
+
+def _rnd(parts):
+    for r in ("rn", "rz", "rm", "rp"):
+        if r in parts:
+            return r
+    return "rn"
+
+
+def _float(m, p, ins, exe, t, srcs):
+    h, parts = ins.head, ins.parts
+    if "approx" in parts or "full" in parts or h in ("ex2", "lg2", "rcp", "rsqrt", "sin", "cos", "tanh"):
+        if not m.check:
+            raise Unsupported(ins.line, ins.text, ".approx / .full results are not specified bit for bit")
+        return _approx(m, p, ins, exe, t, srcs)        # check: only the provenance matters
+    fn = V.ops_table()["float"].get(h, {}).get("fn")
+    if any(x in parts for x in ("NaN", "xorsign", "oob")):
+        raise Unsupported(ins.line, ins.text, "the .NaN / .xorsign / .oob variants are not modelled")
+    if fn is None:
+        raise Unsupported(ins.line, ins.text, f"{h}.{t}")
+    ftz, sat = "ftz" in parts, "sat" in parts
+    w = V.type_bits(t)
+    vals = [m.value(o, ins, w) for o in srcs]
+    if t in ("f16x2", "bf16x2"):
+        et = t[:-2]
+        lo = V.float_op(fn, et, _rnd(parts), [v & U64(0xFFFF) for v in vals], ftz, sat)
+        hi = V.float_op(fn, et, _rnd(parts), [(v >> U64(16)) & U64(0xFFFF) for v in vals], ftz, sat)
+        r = (lo & U64(0xFFFF)) | ((hi & U64(0xFFFF)) << U64(16))
+    else:
+        r = V.float_op(fn, t, _rnd(parts), vals, ftz, sat)
+    tg = None
+    if m.check:
+        ts = [m.optags(o) for o in srcs]
+        if any(x is not None for x in ts):
+            tg = TG.combine(ts, w // 8, TG.ARITH, m.T)
+            if h == "add" and t in ("f32", "f64", "f16", "bf16") and m.prov is not None:
+                # two partial accumulators (split-K, 3xTF32 passes) or accumulator + addend
+                tg = m.prov.merge_add(ins, exe, ts, tg, w // 8)
+            if h == "sub" and ts[0] is not None and ts[1] is not None:
+                # x - cvt(x): the residual of a split (3xTF32)
+                a0, b0 = ts[0][:, 0], ts[1][:, 0]
+                res = (TG.key(a0) == TG.key(b0)) & (TG.deriv(a0) == TG.RAW) & (TG.deriv(b0) == TG.CONV) & (a0 != 0)
+                if res.any():
+                    tg = np.where(res[:, None], TG.with_deriv(tg, TG.RESID), tg)
+    _scalar_write(m, ins, p, exe, ins.ops[0], r, tg)
+    return None
+
+
+_APPROX = {"ex2": np.exp2, "lg2": np.log2, "rcp": lambda x: 1 / x, "rsqrt": lambda x: 1 / np.sqrt(x),
+           "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos, "tanh": np.tanh, "div": lambda x, y: x / y}
+
+
+def _approx(m, p, ins, exe, t, srcs):
+    if t != "f32" or ins.head not in _APPROX:
+        raise Unsupported(ins.line, ins.text, "approximate arithmetic")
+    with np.errstate(all="ignore"):
+        r = _APPROX[ins.head](*(V.to_float(m.value(o, ins, 32), "f32") for o in srcs))
+    ts = [m.optags(o) for o in srcs]
+    tg = TG.combine(ts, 4, TG.ARITH, m.T) if any(x is not None for x in ts) else None
+    _scalar_write(m, ins, p, exe, ins.ops[0], V.from_f32(np.asarray(r, np.float32)), tg)
+    return None
+
+
+def _createpolicy(m, p, ins, exe):
+    _scalar_write(m, ins, p, exe, ins.ops[0], np.zeros(m.T, U64))     # a cache hint: no effect on values
+    return None
+
+
+def _activemask(m, p, ins, exe):
+    gw = m.gwarp
+    bits = np.zeros(m.T, U64)
+    lanes = np.flatnonzero(exe)
+    mask_by_warp = {}
+    for t in lanes:
+        mask_by_warp[int(gw[t])] = mask_by_warp.get(int(gw[t]), 0) | (1 << int(m.lane[t]))
+    for t in lanes:
+        bits[t] = mask_by_warp[int(gw[t])]
+    _scalar_write(m, ins, p, exe, ins.ops[0], bits)
+    return None
+
+
+def _vote(m, p, ins, exe):
+    parts = ins.parts
+    mode = next((x for x in parts if x in ("all", "any", "uni", "ballot")), None)
+    if "sync" not in parts or mode is None:
+        raise Unsupported(ins.line, ins.text, "vote without .sync")
+    gw = _warps(m, ins, exe)
+    tids = _thread_ids(m, gw)
+    pv = np.asarray(m.value(ins.ops[1], ins), dtype=bool)[tids] & exe[tids]
+    ex = exe[tids]
+    if mode == "ballot":
+        r = (pv.astype(np.uint64) << np.arange(32, dtype=np.uint64)[None, :]).sum(axis=1).astype(U64)
+        out = np.zeros(m.T, U64)
+        out[tids] = r[:, None]
+        _scalar_write(m, ins, p, exe, ins.ops[0], out)
+        return None
+    anyv = pv.any(axis=1)
+    allv = (pv | ~ex).all(axis=1)
+    r = {"any": anyv, "all": allv, "uni": allv | ~anyv}[mode]
+    out = np.zeros(m.T, bool)
+    out[tids] = r[:, None]
+    m.put(_reg(ins.ops[0], ins), out, exe, ins, None, p)
+    return None
+
+
+def _bits(m, p, ins, exe):
+    h, parts = ins.head, ins.parts
+    t = _t(ins)
+    w = V.type_bits(t)
+    srcs = ins.ops[1:]
+    vals = [m.value(o, ins, w) for o in srcs]
+    if h == "popc":
+        r = V.popc(vals[0], w)
+    elif h == "clz":
+        r = V.clz(vals[0], w)
+    elif h == "brev":
+        r = V.brev(vals[0], w)
+    elif h == "bfe":
+        r = V.bfe(vals[0], vals[1], vals[2], t)
+    elif h == "bfi":
+        r = V.bfi(vals[0], vals[1], vals[2], vals[3], w)
+    elif h == "lop3":
+        if len(srcs) != 4:
+            raise Unsupported(ins.line, ins.text, "lop3 with a predicate output")
+        r = V.lop3(vals[0], vals[1], vals[2], vals[3], w)
+    else:
+        raise Unsupported(ins.line, ins.text)
+    tg = None
+    if m.check:
+        ts = [m.optags(o) for o in srcs]
+        if any(x is not None for x in ts):
+            tg = TG.combine(ts, (32 if h in ("popc", "clz") else w) // 8, TG.CONV, m.T)
+    _scalar_write(m, ins, p, exe, ins.ops[0], r, tg)
+    return None
+
+
+def _setp(m, p, ins, exe):
+    parts = ins.parts
+    t = _t(ins)
+    cmp = parts[1]
+    boolop = next((x for x in parts[2:] if x in ("and", "or", "xor")), None)
+    w = V.type_bits(t)
+    a, b = (m.value(o, ins, w) for o in ins.ops[1:3])
+    r = V.compare(cmp, t, a, b)
+    dst = ins.ops[0]
+    q = None
+    if isinstance(dst, Pair):
+        dst, q = dst.first, dst.second
+    if boolop:
+        c = np.asarray(m.value(ins.ops[3], ins), dtype=bool)
+        f = {"and": lambda x, y: x & y, "or": lambda x, y: x | y, "xor": lambda x, y: x ^ y}[boolop]
+        pr, qr = f(r, c), f(~r, c)
+    else:
+        pr, qr = r, ~r
+    m.put(_reg(dst, ins), pr, exe, ins, None, p)
+    if q is not None:
+        m.put(_reg(q, ins), qr, exe, ins, None, p)
+    return None
+
+
+def _selp(m, p, ins, exe):
+    t = _t(ins)
+    w = V.type_bits(t)
+    a, b = (m.value(o, ins, w) for o in ins.ops[1:3])
+    c = np.asarray(m.value(ins.ops[3], ins), dtype=bool)
+    r = np.where(c, a, b)
+    tg = None
+    if m.check:
+        ta, tb = m.optags(ins.ops[1]), m.optags(ins.ops[2])
+        if ta is not None or tb is not None:
+            nb = w // 8
+            z = np.zeros((m.T, nb), np.int64)
+            ta = z if ta is None else ta[:, :nb]
+            tb = z if tb is None else tb[:, :nb]
+            tg = np.where(c[:, None], ta, tb)
+    _scalar_write(m, ins, p, exe, ins.ops[0], r, tg)
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# mov / cvt / cvta
+
+def _mov(m, p, ins, exe):
+    t = _t(ins)
+    d, a = ins.ops[0], ins.ops[1]
+    if isinstance(d, Vec) or isinstance(a, Vec):
+        return _mov_pack(m, p, ins, exe, t, d, a)
+    w = V.type_bits(t)
+    if t == "pred":
+        _scalar_write(m, ins, p, exe, d, np.asarray(m.value(a, ins), dtype=bool))
+        return None
+    v = m.value(a, ins, w)
+    _scalar_write(m, ins, p, exe, d, v, m.optags(a))
+    return None
+
+
+def _step(m, p, ins):
+    st = m._steps.get(p)
+    if st is None:
+        from ..transform.spaces import TransformError
+        from ..transform.steps import make_step
+        text = _canonical(ins)
+        try:
+            st = make_step(text)
+        except TransformError as e:
+            raise Unsupported(ins.line, ins.text, str(e)) from None
+        m._steps[p] = st
+    return st
+
+
+def _canonical(ins) -> str:
+    """The instruction with placeholder operands of the right shape: the step classes read
+    the qualifiers and operand counts from it (the kernel's own operands are bound here)."""
+    op, h, ops = ins.opcode, ins.head, ins.ops
+    def vec(o, name):
+        n = len(o.items) if isinstance(o, Vec) else 1
+        return "{" + ", ".join(f"{name}{i}" for i in range(n)) + "}"
+    if h == "ldmatrix":
+        return f"{op} {vec(ops[0], 'r')}, [p]"
+    if h == "stmatrix":
+        return f"{op} [p], {vec(ops[1], 'r')}"
+    if h == "movmatrix":
+        return f"{op} d, a"
+    if h == "shfl":
+        return f"{op} d, a, b, c, m"
+    if h == "prmt":
+        return f"{op} d, a, b, c"
+    if h == "cvt":
+        return f"{op} d, a, b"
+    if h == "mov":
+        d, a = ops[0], ops[1]
+        return f"{op} {vec(d, 'x') if isinstance(d, Vec) else 'd'}, {vec(a, 'x') if isinstance(a, Vec) else 'a'}"
+    return ins.text.replace("%", "")
+
+
+def _mov_pack(m, p, ins, exe, t, d, a):
+    st = _step(m, p, ins)            # the movement spec's mov: bit v*w+i of the scalar is bit i of part v
+    W = V.type_bits(t)
+    if isinstance(a, Vec):           # pack
+        parts = list(a.items)
+        n = len(parts)
+        w = W // n
+        bits = np.arange(0, W, w)
+        vpart, vbit = st.part_of_bit(bits)
+        out = np.zeros(m.T, dtype=U64)
+        tg = np.zeros((m.T, W // 8), np.int64) if m.check else None
+        any_tag = False
+        for k, (v, sb) in enumerate(zip(np.atleast_1d(vpart), np.atleast_1d(vbit))):
+            o = parts[int(v)]
+            val = m.value(o, ins, w) & V.mask(w)
+            out |= ((val >> U64(int(sb))) & V.mask(w)) << U64(int(bits[k]))
+            if m.check and w >= 8:
+                to = m.optags(o)
+                if to is not None:
+                    any_tag = True
+                    tg[:, bits[k] // 8:(bits[k] + w) // 8] = to[:, :w // 8]
+        _scalar_write(m, ins, p, exe, d, out, tg if any_tag else None)
+        return None
+    parts = list(d.items)            # unpack
+    n = len(parts)
+    w = W // n
+    src = m.value(a, ins, W)
+    ta = m.optags(a)
+    for v, o in enumerate(parts):
+        if o is None:
+            continue
+        # the bits of part v: where part_of_bit says v
+        bits = np.arange(W)
+        vp, vb = st.part_of_bit(bits)
+        sel = bits[np.asarray(vp) == v]
+        lo = int(sel.min())
+        val = (src >> U64(lo)) & V.mask(w)
+        tg = ta[:, lo // 8:(lo + w) // 8] if (ta is not None and w >= 8) else None
+        m.put(_reg(o, ins), val, exe, ins, tg, p)
+    return None
+
+
+_CVT_PACK = ("f16x2", "bf16x2", "e4m3x2", "e5m2x2")
+
+
+def _cvt(m, p, ins, exe):
+    parts = ins.parts
+    types = [x for x in parts[1:] if x in V.INT_TYPES or x in V.FLOAT_TYPES or x in _CVT_PACK]
+    if len(types) != 2:
+        raise Unsupported(ins.line, ins.text, "cvt needs .dtype.atype")
+    dt, st_ = types
+    rnd = next((x for x in parts[1:] if x in ("rn", "rz", "rm", "rp", "rna", "rni", "rzi", "rmi", "rpi", "rs")), None)
+    kw = dict(sat="sat" in parts, relu="relu" in parts, ftz="ftz" in parts, satfinite="satfinite" in parts)
+    if rnd == "rs":
+        raise Unsupported(ins.line, ins.text, "stochastic rounding")
+    if dt in _CVT_PACK and st_ == "f32":
+        # packing: which operand lands in which half is the movement spec's (cvt pack entry)
+        if dt in ("f16x2", "bf16x2"):
+            stp = _step(m, p, ins)
+            eb = 16
+        else:
+            eb = 8
+            stp = None
+        out = np.zeros(m.T, dtype=U64)
+        tg = np.zeros((m.T, 2 * eb // 8), np.int64) if m.check else None
+        any_tag = False
+        for half in range(2):
+            opi = int(stp.operand_of_half(half)) if stp is not None else (0 if half == 1 else 1)
+            o = ins.ops[1 + opi]
+            conv = V.cvt(dt[:-2], "f32", rnd, m.value(o, ins, 32), **kw)
+            out |= (conv & V.mask(eb)) << U64(half * eb)
+            if m.check:
+                to = m.optags(o)
+                if to is not None:
+                    any_tag = True
+                    c = TG.combine([to], eb // 8, TG.CONV, m.T)
+                    c = _conv_deriv(to, c)
+                    tg[:, half * eb // 8:(half + 1) * eb // 8] = c
+        _scalar_write(m, ins, p, exe, ins.ops[0], out, tg if any_tag else None)
+        return None
+    if st_ in _CVT_PACK:
+        if st_ in ("e4m3x2", "e5m2x2") and dt == "f16x2":
+            a = m.value(ins.ops[1], ins, 16)
+            out = np.zeros(m.T, dtype=U64)
+            for half in range(2):
+                conv = V.cvt("f16", st_[:-2], "rn", (a >> U64(8 * half)) & U64(0xFF))
+                out |= (conv & U64(0xFFFF)) << U64(16 * half)
+            tg = None
+            if m.check:
+                to = m.optags(ins.ops[1])
+                if to is not None:
+                    tg = np.zeros((m.T, 4), np.int64)
+                    for half in range(2):
+                        src = to[:, half:half + 1]
+                        c = np.where(src != 0, TG.with_deriv(TG.with_byte(src, 0), TG.CONV), 0)
+                        c = _conv_deriv(src, c)
+                        tg[:, 2 * half] = c[:, 0]
+                        tg[:, 2 * half + 1] = np.where(c[:, 0] != 0, TG.with_byte(c[:, 0], 1), 0)
+            _scalar_write(m, ins, p, exe, ins.ops[0], out, tg)
+            return None
+        raise Unsupported(ins.line, ins.text, f"cvt from .{st_}")
+    r = V.cvt(dt, st_, rnd, m.value(ins.ops[1], ins, V.type_bits(st_)), **kw)
+    tg = None
+    if m.check:
+        to = m.optags(ins.ops[1])
+        if to is not None and dt in V.INT_TYPES and st_ in V.INT_TYPES and not kw["sat"]:
+            nb = max(V.type_bits(dt) // 8, 1)
+            sb = max(V.type_bits(st_) // 8, 1)
+            tg = np.zeros((m.T, nb), np.int64)
+            tg[:, :min(nb, sb)] = to[:, :min(nb, sb)]
+        elif to is not None:
+            tg = TG.combine([to], max(V.type_bits(dt) // 8, 1), TG.CONV, m.T)
+            tg = _conv_deriv(to, tg)
+    _scalar_write(m, ins, p, exe, ins.ops[0], r, tg)
+    return None
+
+
+def _conv_deriv(src, out):
+    """A conversion keeps a residual a residual (cvt.rna.tf32 of x - cvt(x))."""
+    if out is None:
+        return None
+    was_resid = TG.deriv(src[:, 0]) == TG.RESID
+    return np.where(was_resid[:, None] & (out != 0), TG.with_deriv(out, TG.RESID), out)
+
+
+def _cvta(m, p, ins, exe):
+    parts = ins.parts
+    space = next((x for x in parts if x in _SPACES), None)
+    t = _t(ins)
+    v = m.value(ins.ops[1], ins, V.type_bits(t))
+    to = "to" in parts
+    base = {"global": 0, "shared": SHARED_WINDOW, "local": LOCAL_WINDOW, "const": 0, "param": 0}[space]
+    r = (v - U64(base)) if to else (v + U64(base))
+    _scalar_write(m, ins, p, exe, ins.ops[0], r & V.mask(V.type_bits(t)))
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# memory
+
+def _space(ins):
+    for x in ins.parts[1:]:
+        b = x.split("::")[0]
+        if b in _SPACES:
+            return b
+    return ""
+
+
+def addresses(m, ins, op, tidx) -> np.ndarray:
+    if not isinstance(op, Addr):
+        raise Unsupported(ins.line, ins.text, "address operand expected")
+    if op.base is None:
+        base = np.zeros(len(tidx), dtype=U64)
+    elif isinstance(op.base, Reg):
+        base = np.asarray(m.get(op.base.name, ins), dtype=U64)[tidx]
+    else:
+        base = np.full(len(tidx), m.sym_value(op.base.name, ins), dtype=U64)
+    return (base + U64(op.offset & ((1 << 64) - 1))).astype(U64)
+
+
+def resolve(m, ins, space, addr, tidx, nbytes, rows=None):
+    """-> list of (region, threads, flat byte index [k], space, rows of the input); OOB
+    accesses get a witness and are dropped."""
+    addr = addr.astype(np.int64)
+    if rows is None:
+        rows = np.arange(len(addr))
+    out = []
+    if space == "":
+        sh = (addr >= SHARED_WINDOW) & (addr < SHARED_WINDOW + (1 << 40))
+        lo = (addr >= LOCAL_WINDOW) & (addr < LOCAL_WINDOW + (1 << 40))
+        gl = ~sh & ~lo
+        for sel, sp, off in ((gl, "global", 0), (sh, "shared", SHARED_WINDOW), (lo, "local", LOCAL_WINDOW)):
+            if sel.any():
+                out += resolve(m, ins, sp, (addr[sel] - off).astype(U64), tidx[sel], nbytes, rows[sel])
+        return out
+    if space == "global":
+        flat = addr - GLOBAL_BASE
+        ok = np.zeros(len(flat), bool)
+        for (b, o, nb) in m.buffers:
+            ok |= (flat >= o) & (flat + nbytes <= o + nb)
+        for name, o in m.gvar_off.items():
+            v = next(v for v in m.mod.vars if v.name == name)
+            ok |= (flat >= o) & (flat + nbytes <= o + v.size)
+        reg = m.heap
+    elif space == "shared":
+        ok = (addr >= 0) & (addr + nbytes <= m.S)
+        flat = m.slot[tidx] * m.S + addr
+        reg = m.shared
+    elif space == "local":
+        if m.local is None:
+            raise Unsupported(ins.line, ins.text, "local memory without a .local declaration")
+        ok = (addr >= 0) & (addr + nbytes <= m.L)
+        flat = tidx * m.L + addr
+        reg = m.local
+    elif space == "param":
+        a = np.where(addr >= PARAM_BASE, addr - PARAM_BASE, addr)
+        ok = (a >= 0) & (a + nbytes <= m.params.size)
+        flat, reg = a, m.params
+    else:
+        ok = (addr >= 0) & (addr + nbytes <= m.const.size)
+        flat, reg = addr, m.const
+    if not ok.all():
+        bad = int(np.flatnonzero(~ok)[0])
+        m.witness("out-of-bounds", ins, tidx[bad], arrived=f"{space} address {int(addr[bad]):#x} ({nbytes} bytes)",
+                  wanted="an address inside a declared buffer / variable")
+    if ok.any():
+        out.append((reg, tidx[ok], flat[ok], space, rows[ok]))
+    return out
+
+
+def _check_align(m, ins, addr, tidx, size):
+    bad = (addr.astype(np.int64) % size) != 0
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        m.witness("undefined", ins, tidx[k], arrived=f"address {int(addr[k]):#x}",
+                  wanted=f"a {size}-byte aligned address (9.7.9.8: accesses must be naturally aligned)")
+    return ~bad
+
+
+def _shared_read_checks(m, ins, reg, tt, idx2):
+    """RAW ordering: a byte written by another thread in this barrier epoch, or a cp.async
+    destination whose group has not been waited for."""
+    pend = reg.pending[idx2]
+    if (pend >= 0).any():
+        k = int(np.flatnonzero((pend >= 0).any(axis=1))[0])
+        src = int(reg.src[idx2[k, 0]])
+        m.witness("async-pending", ins, tt[k], arrived="the destination of a cp.async not yet waited for"
+                  + (f" (issued at line {m.instrs[src].line})" if src >= 0 else ""),
+                  wanted="cp.async.wait_group / wait_all before the read (9.7.9.25)",
+                  path=([(m.instrs[src].line, m.instrs[src].text)] if src >= 0 else []) + [(ins.line, ins.text)])
+    wr = reg.writer[idx2]
+    ep = reg.epoch[idx2]
+    cur = m.epoch[m.slot[tt]][:, None]
+    warp_ordered = (m.gwarp[np.maximum(wr, 0)] == m.gwarp[tt][:, None]) & \
+        (reg.wwepoch[idx2] < m.wepoch[m.gwarp[tt]][:, None])
+    race = (wr >= 0) & (wr != tt[:, None]) & (ep >= cur) & (pend < 0) & ~warp_ordered
+    if race.any():
+        k = int(np.flatnonzero(race.any(axis=1))[0])
+        j = int(np.flatnonzero(race[k])[0])
+        w = int(wr[k, j])
+        src = int(reg.src[idx2[k, j]])
+        m.witness("race", ins, tt[k], arrived=f"shared byte {int(idx2[k, j] % m.S)} written by thread {int(m.tid[0][w])}"
+                  f" (warp {int(m.warp[w])}, lane {int(m.lane[w])})"
+                  + (f" at line {m.instrs[src].line}" if src >= 0 else "") + " with no barrier in between",
+                  wanted="the write ordered before the read by bar.sync (9.7.13.1)",
+                  path=([(m.instrs[src].line, m.instrs[src].text)] if src >= 0 else []) + [(ins.line, ins.text)])
+
+
+def _read_bytes(m, ins, space, addr, tidx, n, check_shared=True):
+    """Bytes [k, n] (uint8) and tags [k, n] at addr for threads tidx (0 where out of bounds)."""
+    data = np.zeros((len(tidx), n), dtype=np.uint8)
+    tg = np.zeros((len(tidx), n), dtype=np.int64) if m.check else None
+    srcs = np.full(len(tidx), -1, dtype=np.int64)
+    for reg, tt, flat, sp, rows in resolve(m, ins, space, addr, tidx, n):
+        idx2 = flat[:, None] + np.arange(n)[None, :]
+        data[rows] = reg.data[idx2]
+        if tg is not None:
+            tg[rows] = reg.tags[idx2]
+        srcs[rows] = reg.src[idx2[:, 0]]
+        if sp == "shared" and check_shared:
+            _shared_read_checks(m, ins, reg, tt, idx2)
+            reg.reader[idx2] = tt[:, None]
+            reg.repoch[idx2] = m.epoch[m.slot[tt]][:, None]
+            reg.rwepoch[idx2] = m.wepoch[m.gwarp[tt]][:, None]
+    return data, tg, srcs
+
+
+def _write_bytes(m, ins, p, space, addr, tidx, data, tg, pending=None):
+    n = data.shape[1]
+    for reg, tt, flat, sp, rows in resolve(m, ins, space, addr, tidx, n):
+        idx2 = flat[:, None] + np.arange(n)[None, :]
+        if sp == "shared":
+            # WAR: another thread read this byte in the current barrier epoch
+            rd = reg.reader[idx2]
+            warp_ordered = (m.gwarp[np.maximum(rd, 0)] == m.gwarp[tt][:, None]) & \
+                (reg.rwepoch[idx2] < m.wepoch[m.gwarp[tt]][:, None])
+            war = (rd >= 0) & (rd != tt[:, None]) & (reg.repoch[idx2] >= m.epoch[m.slot[tt]][:, None]) & ~warp_ordered
+            if war.any():
+                k, j = map(int, np.argwhere(war)[0])
+                r = int(rd[k, j])
+                m.witness("race", ins, tt[k], arrived=f"overwrites shared byte {int(idx2[k, j] % m.S)} that thread "
+                          f"{int(m.tid[0][r])} (warp {int(m.warp[r])}, lane {int(m.lane[r])}) read with no barrier in between",
+                          wanted="the read ordered before the overwrite by bar.sync (9.7.13.1)")
+        reg.data[idx2] = data[rows]
+        if reg.tags is not None:
+            reg.tags[idx2] = tg[rows] if tg is not None else 0
+        reg.line[idx2] = ins.line
+        reg.src[idx2] = p
+        if hasattr(reg, "writer"):
+            reg.writer[idx2] = tt[:, None]
+        if sp == "shared":
+            reg.wwepoch[idx2] = m.wepoch[m.gwarp[tt]][:, None]
+            reg.epoch[idx2] = m.epoch[m.slot[tt]][:, None]
+            reg.pending[idx2] = -1 if pending is None else pending[rows][:, None]
+
+
+def _bytes_to_val(b):
+    n = b.shape[1]
+    v = np.zeros(b.shape[0], dtype=U64)
+    for i in range(n):
+        v |= b[:, i].astype(U64) << U64(8 * i)
+    return v
+
+
+def _val_to_bytes(v, n):
+    v = np.asarray(v, dtype=U64)
+    return np.stack([((v >> U64(8 * i)) & U64(0xFF)).astype(np.uint8) for i in range(n)], axis=1)
+
+
+def _vec_regs(op, ins):
+    if isinstance(op, Vec):
+        return list(op.items)
+    return [op]
+
+
+def _ld(m, p, ins, exe):
+    parts = ins.parts
+    t = _t(ins)
+    w = V.type_bits(t)
+    nv = next((int(x[1:]) for x in parts if x in ("v2", "v4", "v8")), 1)
+    eb = w // 8
+    regs = _vec_regs(ins.ops[0], ins)
+    if len(regs) != nv:
+        raise Unsupported(ins.line, ins.text, f".v{nv} needs {nv} registers")
+    tidx = np.flatnonzero(exe)
+    space = _space(ins)
+    addr = addresses(m, ins, ins.ops[1], tidx)
+    ok = _check_align(m, ins, addr, tidx, nv * eb)
+    tidx, addr = tidx[ok], addr[ok]
+    data, tg, srcs = _read_bytes(m, ins, space, addr, tidx, nv * eb)
+    sub = np.zeros(m.T, bool)
+    sub[tidx] = True
+    for j, r in enumerate(regs):
+        if r is None:
+            continue
+        name = _reg(r, ins)
+        rw = m.width(name, ins)
+        v = np.zeros(m.T, dtype=U64)
+        v[tidx] = _bytes_to_val(data[:, j * eb:(j + 1) * eb])
+        if t.startswith("s") and rw > w:
+            v = V.from_int(V.as_int(v, t), rw)
+        full_tg = None
+        if tg is not None:
+            full_tg = np.zeros((m.T, max(rw // 8, eb)), np.int64)
+            full_tg[tidx, :eb] = tg[:, j * eb:(j + 1) * eb]
+        m.put(name, v, sub, ins, full_tg, p)
+        sl = m.srcline.get(name)
+        if sl is None:
+            sl = m.srcline[name] = np.full(m.T, -1, dtype=np.int64)
+        sl[tidx] = srcs
+    return None
+
+
+def _st(m, p, ins, exe):
+    parts = ins.parts
+    t = _t(ins)
+    w = V.type_bits(t)
+    nv = next((int(x[1:]) for x in parts if x in ("v2", "v4", "v8")), 1)
+    eb = w // 8
+    srcs = _vec_regs(ins.ops[1], ins)
+    if len(srcs) != nv:
+        raise Unsupported(ins.line, ins.text, f".v{nv} needs {nv} registers")
+    tidx = np.flatnonzero(exe)
+    space = _space(ins)
+    addr = addresses(m, ins, ins.ops[0], tidx)
+    ok = _check_align(m, ins, addr, tidx, nv * eb)
+    tidx, addr = tidx[ok], addr[ok]
+    data = np.zeros((len(tidx), nv * eb), dtype=np.uint8)
+    tg = np.zeros((len(tidx), nv * eb), np.int64) if m.check else None
+    for j, o in enumerate(srcs):
+        v = m.value(o, ins, w)[tidx] if o is not None else np.zeros(len(tidx), U64)
+        data[:, j * eb:(j + 1) * eb] = _val_to_bytes(v, eb)
+        if tg is not None:
+            to = m.optags(o)
+            if to is not None:
+                tg[:, j * eb:(j + 1) * eb] = to[tidx, :eb]
+    _write_bytes(m, ins, p, space, addr, tidx, data, tg)
+    if m.prov is not None:
+        m.prov.on_store(ins, p, space, addr, tidx, eb, nv, srcs)
+    return None
+
+
+def _cp(m, p, ins, exe):
+    parts = ins.parts
+    if parts[1] != "async" or "bulk" in parts:
+        raise Unsupported(ins.line, ins.text, "only cp.async (non-bulk) is modelled")
+    if not hasattr(m, "commit"):
+        m.commit = np.zeros(m.T, dtype=np.int64)
+        m.done = np.zeros(m.T, dtype=np.int64)
+    if "commit_group" in parts:
+        m.commit[exe] += 1
+        return None
+    if "wait_group" in parts or "wait_all" in parts:
+        if "wait_all" in parts:
+            m.commit[exe] += 1
+            n = 0
+        else:
+            n = int(ins.ops[0].value)
+        tidx = np.flatnonzero(exe)
+        m.done[tidx] = np.maximum(m.done[tidx], m.commit[tidx] - n)
+        sh = m.shared
+        pend = np.flatnonzero(sh.pending >= 0)
+        if pend.size:
+            wr = sh.writer[pend]
+            fin = exe[wr] & (sh.pending[pend] < m.done[wr])
+            k = pend[fin]
+            sh.pending[k] = -1
+            sh.epoch[k] = m.epoch[m.slot[sh.writer[k]]]
+            sh.wwepoch[k] = m.wepoch[m.gwarp[sh.writer[k]]]
+        return None
+    if "mbarrier" in parts:
+        raise Unsupported(ins.line, ins.text, "cp.async.mbarrier")
+    tidx = np.flatnonzero(exe)
+    dst = addresses(m, ins, ins.ops[0], tidx)
+    src = addresses(m, ins, ins.ops[1], tidx)
+    size_op = ins.ops[2]
+    if not isinstance(size_op, Imm):
+        raise Unsupported(ins.line, ins.text, "cp-size must be an immediate")
+    n = size_op.value
+    hint = any("cache_hint" in x for x in parts)      # the last operand is then a cache policy
+    if len(ins.ops) > (4 if hint else 3):
+        srcsize = np.asarray(m.value(ins.ops[3], ins, 32), dtype=np.int64)[tidx] & 0xFFFFFFFF \
+            if not isinstance(ins.ops[3], Imm) else np.full(len(tidx), ins.ops[3].value, np.int64)
+    else:
+        srcsize = np.full(len(tidx), n, np.int64)
+    ok = _check_align(m, ins, dst, tidx, n) & _check_align(m, ins, src, tidx, n)
+    data = np.zeros((len(tidx), n), dtype=np.uint8)
+    tg = np.zeros((len(tidx), n), np.int64) if m.check else None
+    reads = ok & (srcsize > 0)
+    if reads.any():
+        d, t_, _ = _read_bytes(m, ins, "global", src[reads], tidx[reads], n)
+        keep = np.arange(n)[None, :] < srcsize[reads][:, None]
+        data[reads] = np.where(keep, d, 0)
+        if tg is not None:
+            tg[reads] = np.where(keep, t_, 0)
+    _write_bytes(m, ins, p, "shared", dst[ok], tidx[ok], data[ok], None if tg is None else tg[ok],
+                 pending=m.commit[tidx[ok]])
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# warp-level movement (specs/movement.toml through formal.transform.steps)
+
+def _warps(m, ins, exe):
+    """Warps executing a warp-collective instruction; every live lane must be there."""
+    gw = np.unique(m.gwarp[exe])
+    inw = np.isin(m.gwarp, gw)
+    bad = inw & m.valid & ~exe & m.alive
+    if bad.any():
+        t = int(np.flatnonzero(bad)[0])
+        m.witness("undefined", ins, t, arrived="this lane does not execute the .sync.aligned instruction with its warp",
+                  wanted="all threads of the warp execute it convergently (.aligned)")
+    return gw
+
+
+def _thread_ids(m, gw):
+    return (gw[:, None] * 32 + np.arange(32)[None, :])      # [W, 32]
+
+
+def _ldmatrix(m, p, ins, exe):
+    st = _step(m, p, ins)
+    gw = _warps(m, ins, exe)
+    tids = _thread_ids(m, gw)                                   # [W, 32]
+    W = len(gw)
+    regs = _vec_regs(ins.ops[0] if ins.head == "ldmatrix" else ins.ops[1], ins)
+    addr_op = ins.ops[1] if ins.head == "ldmatrix" else ins.ops[0]
+    rowaddr = addresses(m, ins, addr_op, tids.ravel()).reshape(W, 32)
+    L, J, E = np.meshgrid(np.arange(32), np.arange(st.nregs), np.arange(st.epr), indexing="ij")
+    al, ix = st.gather(L, J, E)                                  # [32, nregs, epr]
+    al, ix = np.asarray(al), np.asarray(ix)
+    used = sorted(set(int(x) for x in al.ravel()))
+    ra = rowaddr[:, used].astype(np.int64)
+    bad = (ra % st.align) != 0
+    if bad.any():
+        w, l = map(int, np.argwhere(bad)[0])
+        m.witness("undefined", ins, tids[w, used[l]], register=addr_op.base.name if isinstance(addr_op.base, Reg) else "",
+                  arrived=f"row address {int(ra[w, l]):#x}", wanted=f"{st.align}-byte aligned row addresses (9.7.14.5.15)")
+    if st.src_bits % 8:
+        raise Unsupported(ins.line, ins.text, "sub-byte source formats")
+    if m.prov is not None and m.prov.lanes and p not in m.prov.lane_done:
+        # the same addressing over a symbolic lane (Z3), for the first warp at this instruction
+        from .symbolic import prove_matrix_addressing
+        m.prov.lane_done.add(p)
+        m.prov.lane_proofs.append(prove_matrix_addressing(m, ins, st, tids[0], rowaddr[0]))
+    eb = st.src_bits // 8
+    db = st.dst_bits // 8
+    # element address per (warp, lane, j, e)
+    ea = rowaddr[:, al] + (ix * eb).astype(U64)[None]           # [W, 32, nregs, epr]
+    space = _space(ins) or ""
+    flat_t = np.broadcast_to(tids[:, :, None, None], ea.shape).ravel()
+    if ins.head == "ldmatrix":
+        data, tg, srcs = _read_bytes(m, ins, space, ea.ravel(), flat_t, eb)
+        data = data.reshape(W, 32, st.nregs, st.epr, eb)
+        sub = np.zeros(m.T, bool)
+        sub[tids.ravel()] = True
+        for j, r in enumerate(regs):
+            name = _reg(r, ins)
+            v = np.zeros(m.T, dtype=U64)
+            val = np.zeros((W, 32), dtype=U64)
+            for e in range(st.epr):
+                for b in range(eb):
+                    val |= data[:, :, j, e, b].astype(U64) << U64(8 * (e * db + b))
+            v[tids.ravel()] = val.ravel()
+            full_tg = None
+            if tg is not None:
+                t5 = tg.reshape(W, 32, st.nregs, st.epr, eb)
+                full_tg = np.zeros((m.T, 4), np.int64)
+                for e in range(st.epr):
+                    full_tg[tids.ravel(), e * db:e * db + eb] = t5[:, :, j, e, :].reshape(W * 32, eb)
+            m.put(name, v, sub, ins, full_tg, p)
+            sl = m.srcline.get(name)
+            if sl is None:
+                sl = m.srcline[name] = np.full(m.T, -1, dtype=np.int64)
+            sl[tids.ravel()] = srcs.reshape(W, 32, st.nregs, st.epr)[:, :, j, 0].ravel()
+        return None
+    # stmatrix: register element (lane, j, e) -> memory
+    data = np.zeros((W, 32, st.nregs, st.epr, eb), dtype=np.uint8)
+    tg = np.zeros((W, 32, st.nregs, st.epr, eb), np.int64) if m.check else None
+    for j, r in enumerate(regs):
+        v = m.value(r, ins, 32)[tids]                             # [W, 32]
+        to = m.optags(r)
+        for e in range(st.epr):
+            for b in range(eb):
+                data[:, :, j, e, b] = ((v >> U64(8 * (e * db + b))) & U64(0xFF)).astype(np.uint8)
+                if tg is not None and to is not None:
+                    tg[:, :, j, e, b] = to[tids, e * db + b]
+    _write_bytes(m, ins, p, space, ea.ravel(), flat_t, data.reshape(-1, eb),
+                 None if tg is None else tg.reshape(-1, eb))
+    return None
+
+
+def _movmatrix(m, p, ins, exe):
+    st = _step(m, p, ins)
+    gw = _warps(m, ins, exe)
+    tids = _thread_ids(m, gw)
+    a = m.value(ins.ops[1], ins, 32)
+    ta = m.optags(ins.ops[1])
+    L, E = np.meshgrid(np.arange(32), np.arange(2), indexing="ij")
+    sl, se = (np.asarray(x) for x in st.gather(L, E))
+    out = np.zeros(m.T, dtype=U64)
+    tg = np.zeros((m.T, 4), np.int64) if ta is not None else None
+    for e in range(2):
+        src_t = tids[:, sl[:, e]]                                  # [W, 32]
+        val = (a[src_t] >> (se[:, e].astype(U64) * U64(16))[None, :]) & U64(0xFFFF)
+        out[tids] |= val << U64(16 * e)
+        if tg is not None:
+            for b in range(2):
+                tg[tids, 2 * e + b] = ta[src_t, 2 * se[None, :, e] + b]
+    sub = np.zeros(m.T, bool)
+    sub[tids.ravel()] = True
+    m.put(_reg(ins.ops[0], ins), out, sub, ins, tg, p)
+    return None
+
+
+def _shfl(m, p, ins, exe):
+    st = _step(m, p, ins)
+    gw = _warps(m, ins, exe)
+    tids = _thread_ids(m, gw)
+    b = m.value(ins.ops[2], ins, 32)[tids].astype(np.int64)
+    c = m.value(ins.ops[3], ins, 32)[tids].astype(np.int64)
+    mask = m.value(ins.ops[4], ins, 32)[tids].astype(np.int64) & 0xFFFFFFFF
+    lane = np.broadcast_to(np.arange(32)[None, :], tids.shape)
+    j, pval = st.source(lane, b, c)
+    j, pval = np.asarray(j), np.asarray(pval).astype(bool)
+    src = np.where(pval, j, lane) & 31
+    inmask = ((mask >> lane) & 1) == 1
+    srcin = ((mask >> src) & 1) == 1
+    ex = exe[tids]
+    if (ex & ~inmask).any():
+        w, l = map(int, np.argwhere(ex & ~inmask)[0])
+        m.witness("undefined", ins, tids[w, l], arrived="the executing lane is not in membermask",
+                  wanted="membermask includes every executing lane (9.7.9.6)")
+    if (ex & ~srcin).any():
+        w, l = map(int, np.argwhere(ex & ~srcin)[0])
+        m.witness("undefined", ins, tids[w, l], arrived=f"reads lane {int(src[w, l])}, which is not in membermask",
+                  wanted="the source lane in membermask (9.7.9.6)")
+    a = m.value(ins.ops[1], ins, 32)
+    src_t = np.take_along_axis(tids, src, axis=1)
+    d = np.zeros(m.T, dtype=U64)
+    d[tids] = a[src_t]
+    ta = m.optags(ins.ops[1])
+    tg = None
+    if ta is not None:
+        tg = np.zeros((m.T, 4), np.int64)
+        tg[tids] = ta[src_t]
+    dst = ins.ops[0]
+    pr = None
+    if isinstance(dst, Pair):
+        dst, pr = dst.first, dst.second
+    m.put(_reg(dst, ins), d, exe, ins, tg, p)
+    if pr is not None:
+        pv = np.zeros(m.T, bool)
+        pv[tids] = pval
+        m.put(_reg(pr, ins), pv, exe, ins, None, p)
+    return None
+
+
+def _prmt(m, p, ins, exe):
+    st = _step(m, p, ins)
+    a = m.value(ins.ops[1], ins, 32)
+    b = m.value(ins.ops[2], ins, 32)
+    c = m.value(ins.ops[3], ins, 32).astype(np.int64)
+    src64 = (b.astype(U64) << U64(32)) | (a & U64(0xFFFFFFFF))
+    ta, tb = m.optags(ins.ops[1]), m.optags(ins.ops[2])
+    tsrc = None
+    if ta is not None or tb is not None:
+        z = np.zeros((m.T, 4), np.int64)
+        tsrc = np.concatenate([z if ta is None else ta[:, :4], z if tb is None else tb[:, :4]], axis=1)
+    out = np.zeros(m.T, dtype=U64)
+    tg = np.zeros((m.T, 4), np.int64) if tsrc is not None else None
+    for k in range(4):
+        byte, sign = st.select(np.full(m.T, k), c)
+        byte, sign = np.asarray(byte).astype(np.int64) & 7, np.asarray(sign).astype(bool)
+        v = (src64 >> (U64(8) * byte.astype(U64))) & U64(0xFF)
+        v = np.where(sign, np.where((v >> U64(7)) & U64(1) == 1, U64(0xFF), U64(0)), v)
+        out |= v << U64(8 * k)
+        if tg is not None:
+            tk = tsrc[np.arange(m.T), byte]
+            tg[:, k] = np.where(sign & (tk != 0), TG.with_deriv(tk, TG.ARITH) | (np.int64(TG.GARBLED) << 60), tk)
+    _scalar_write(m, ins, p, exe, ins.ops[0], out, tg)
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# matrix instructions
+
+def _mma(m, p, ins, exe):
+    from .mma import mma
+    return mma(m, p, ins, exe, _warps(m, ins, exe), _thread_ids)
+
+
+def _wmma(m, p, ins, exe):
+    from .wmma import wmma
+    return wmma(m, p, ins, exe, _warps(m, ins, exe), _thread_ids)
+
+
+def _unsupported(m, p, ins, exe):
+    raise Unsupported(ins.line, ins.text)
+
+
+_HANDLERS = {
+    "bra": _bra, "ret": _ret, "exit": _ret, "bar": _bar, "barrier": _bar,
+    "add": _int_or_float, "sub": _int_or_float, "mul": _int_or_float, "mad": _int_or_float,
+    "div": _int_or_float, "rem": _int_or_float, "min": _int_or_float, "max": _int_or_float,
+    "neg": _int_or_float, "abs": _int_or_float, "and": _int_or_float, "or": _int_or_float,
+    "xor": _int_or_float, "not": _int_or_float, "shl": _int_or_float, "shr": _int_or_float,
+    "fma": _int_or_float,
+    "popc": _bits, "clz": _bits, "brev": _bits, "bfe": _bits, "bfi": _bits, "lop3": _bits,
+    "setp": _setp, "selp": _selp, "mov": _mov, "cvt": _cvt, "cvta": _cvta,
+    "ld": _ld, "ldu": _ld, "st": _st, "cp": _cp,
+    "ldmatrix": _ldmatrix, "stmatrix": _ldmatrix, "movmatrix": _movmatrix, "shfl": _shfl, "prmt": _prmt,
+    "mma": _mma, "wmma": _wmma, "wgmma": _unsupported, "tcgen05": _unsupported, "mbarrier": _unsupported,
+    "call": _unsupported, "atom": _unsupported, "red": _unsupported, "vote": _vote,
+    "createpolicy": _createpolicy, "activemask": _activemask,
+    "ex2": _int_or_float, "lg2": _int_or_float, "rcp": _int_or_float, "rsqrt": _int_or_float,
+    "sqrt": _int_or_float, "sin": _int_or_float, "cos": _int_or_float, "tanh": _int_or_float,
+}

@@ -1,0 +1,554 @@
+"""The SIMT interpreter: every thread of the launch at once, numpy over threads.
+
+Threads are laid out CTA by CTA, warp by warp (thread t = slot * block_padded + linear tid),
+so a warp is 32 consecutive entries.  Control flow is concrete: each thread has a PC; the
+machine executes the smallest PC among live threads for all threads sitting on it (min-PC
+scheduling: divergent paths run one after the other and reconverge where the PCs meet);
+predicates and divergence are masks.  ``bar.sync`` is per CTA.
+
+Registers hold raw bits (uint64 per thread).  In the ``check`` domain every byte also
+carries a provenance tag (:mod:`formal.kernel.tags`), which moves with the bits through
+registers, shared/global memory, shuffles, packs and permutes; arithmetic derives tags.
+Matrix instructions go to :mod:`formal.evaluate` (bit patterns) or to the provenance
+checker (:mod:`formal.kernel.provenance`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import tags as TG
+from . import values as V
+from .ptx import Addr, Function, Imm, Instr, Module, Pair, Reg, Sym, Unsupported, Vec
+from .spec import KernelSpec, SpecError, raw_dtype
+
+U64 = np.uint64
+GLOBAL_BASE = 1 << 40           # global buffers live here (generic = global addresses)
+SHARED_WINDOW = 1 << 46         # generic address of shared offset 0
+LOCAL_WINDOW = 3 << 45          # generic address of local offset 0
+PARAM_BASE = 1 << 44            # addresses of kernel parameters (mov %rd, param)
+GAP = 4096                      # unmapped bytes between buffers
+
+_TYPES = set(V.INT_TYPES) | set(V.FLOAT_TYPES) | {"f16x2", "bf16x2", "pred", "e4m3x2", "e5m2x2"}
+
+
+class KernelError(Exception):
+    """Bad input discovered while running (a parameter the spec does not give, ...)."""
+
+
+@dataclass
+class Witness:
+    kind: str
+    cta: tuple
+    warp: int
+    lane: int
+    line: int
+    instruction: str
+    register: str = ""
+    arrived: str = ""
+    wanted: str = ""
+    path: list = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "cta": list(self.cta), "warp": self.warp, "lane": self.lane, "line": self.line,
+                "instruction": self.instruction, "register": self.register, "arrived": self.arrived,
+                "wanted": self.wanted, "path": [{"line": a, "instruction": b} for a, b in self.path]}
+
+    def __str__(self) -> str:
+        s = (f"{self.kind}: line {self.line}: {self.instruction}\n  CTA {tuple(self.cta)}, warp {self.warp}, "
+             f"lane {self.lane}" + (f", register {self.register}" if self.register else ""))
+        if self.arrived:
+            s += f"\n  arrived: {self.arrived}"
+        if self.wanted:
+            s += f"\n  wanted:  {self.wanted}"
+        if self.path:
+            s += "\n  path:\n" + "\n".join(f"    line {a}: {b}" for a, b in self.path)
+        return s
+
+
+def _type_of(parts: list[str]) -> str | None:
+    ts = [p for p in parts[1:] if p in _TYPES]
+    return ts[-1] if ts else None
+
+
+class Region:
+    """A byte-addressed memory: data, provenance tags, last store line, and for shared
+    memory the race bookkeeping."""
+
+    def __init__(self, name: str, size: int, check: bool, race: bool = False):
+        self.name, self.size = name, size
+        self.data = np.zeros(size, dtype=np.uint8)
+        self.tags = np.zeros(size, dtype=np.int64) if check else None
+        self.line = np.zeros(size, dtype=np.int32)
+        self.src = np.full(size, -1, dtype=np.int64)     # instruction index of the last store
+        if race:
+            self.writer = np.full(size, -1, dtype=np.int64)
+            self.epoch = np.zeros(size, dtype=np.int64)
+            self.pending = np.full(size, -1, dtype=np.int64)
+            self.reader = np.full(size, -1, dtype=np.int64)
+            self.repoch = np.full(size, -1, dtype=np.int64)
+            self.wwepoch = np.zeros(size, dtype=np.int64)    # warp barrier epoch of the writer at the write
+            self.rwepoch = np.zeros(size, dtype=np.int64)    # ... of the reader at the read
+
+
+class Machine:
+    MAX_WITNESSES = 8
+
+    def __init__(self, mod: Module, spec: KernelSpec, inputs: dict | None, arch: str = "sm_90",
+                 check: bool = False, ctas=None, mma_bits: bool = True):
+        self.mod, self.spec, self.arch, self.check = mod, spec, arch, check
+        self.mma_bits = mma_bits
+        try:
+            self.fn: Function = mod.entry(spec.entry)
+        except KeyError as e:
+            raise SpecError(str(e.args[0])) from None
+        self.instrs = self.fn.instrs
+        self.witnesses: list[Witness] = []
+        self.counts: dict[str, int] = {}
+        self.executed = 0
+        self._setup_threads(ctas)
+        self._setup_memory(inputs or {})
+        self.regs: dict[str, np.ndarray] = {}
+        self.tags: dict[str, np.ndarray] = {}
+        self.lastw: dict[str, np.ndarray] = {}
+        self.srcline: dict[str, np.ndarray] = {}
+        self.prov = None
+        if check:
+            from .provenance import Provenance
+            self.prov = Provenance(self)
+        self._steps: dict[int, object] = {}
+
+    # ------------------------------------------------------------------ launch
+    def _setup_threads(self, ctas):
+        sp = self.spec
+        bx, by, bz = sp.block
+        bs = bx * by * bz
+        self.bs = bs
+        self.bsp = (bs + 31) // 32 * 32
+        gx, gy, gz = sp.grid
+        all_ctas = [(x, y, z) for z in range(gz) for y in range(gy) for x in range(gx)]
+        if ctas is None:
+            self.ctas = all_ctas
+        else:
+            cl = []
+            for c in ctas:
+                c = tuple(int(v) for v in (list(c) + [0, 0])[:3]) if not isinstance(c, int) else \
+                    all_ctas[c] if 0 <= c < len(all_ctas) else None
+                if c is None or c not in all_ctas:
+                    raise SpecError(f"CTA {c} is not in the grid {sp.grid}")
+                cl.append(c)
+            self.ctas = cl
+        n = len(self.ctas)
+        T = self.T = n * self.bsp
+        t = np.arange(T)
+        self.slot = t // self.bsp
+        local = t % self.bsp
+        self.valid = local < bs
+        self.tid = (local % bx, (local // bx) % by, local // (bx * by))
+        cta = np.array(self.ctas, dtype=np.int64).reshape(n, 3)
+        self.ctaid = tuple(cta[self.slot, i] for i in range(3))
+        self.lane = local % 32
+        self.warp = local // 32
+        self.gwarp = t // 32
+        self.T = T
+
+    def _setup_memory(self, inputs):
+        sp, mod, fn = self.spec, self.mod, self.fn
+        # global buffers
+        self.buffers = []
+        off = 0
+        self.buf_index = {}
+        for i, b in enumerate(sp.buffers):
+            nb = b.nbytes
+            self.buffers.append((b, off, nb))
+            self.buf_index[b.name] = i
+            off += (nb + GAP + 255) // 256 * 256
+        gvars = [v for v in mod.vars if v.space == "global"]
+        self.gvar_off = {}
+        for v in gvars:
+            off = (off + max(v.align, 1) - 1) // max(v.align, 1) * max(v.align, 1)
+            self.gvar_off[v.name] = off
+            off += v.size + GAP
+        self.heap = Region("global", max(off, 1), self.check, race=True)
+        for i, (b, o, nb) in enumerate(self.buffers):
+            if b.name in inputs:
+                arr = np.asarray(inputs[b.name])
+                if tuple(arr.shape) != tuple(b.shape):
+                    raise SpecError(f"input {b.name} has shape {list(arr.shape)}, the spec says {list(b.shape)}")
+                self._write_buffer(b, o, arr)
+            if self.check:
+                # every element's bytes carry (buffer, element, byte)
+                eb = max(b.bits // 8, 1)
+                idx = np.arange(b.span)
+                t = TG.make(TG.ELEM, i + 1, idx[:, None], np.arange(eb)[None, :])
+                self.heap.tags[o:o + b.span * eb] = t.ravel()[: nb]
+        for v in gvars:
+            if v.init:
+                o = self.gvar_off[v.name]
+                self.heap.data[o:o + len(v.init)] = np.frombuffer(v.init, dtype=np.uint8)
+        # const
+        cvars = [v for v in mod.vars if v.space == "const"]
+        self.cvar_off, off = {}, 0
+        for v in cvars:
+            off = (off + max(v.align, 1) - 1) // max(v.align, 1) * max(v.align, 1)
+            self.cvar_off[v.name] = off
+            off += v.size
+        self.const = Region("const", max(off, 1), self.check)
+        for v in cvars:
+            if v.init:
+                o = self.cvar_off[v.name]
+                self.const.data[o:o + len(v.init)] = np.frombuffer(v.init, dtype=np.uint8)
+        # shared: static variables first, extern (dynamic) after them
+        svars = [v for v in list(mod.vars) + fn.vars if v.space == "shared"]
+        self.svar_off, off = {}, 0
+        for v in svars:
+            if not v.extern:
+                a = max(v.align, 1)
+                off = (off + a - 1) // a * a
+                self.svar_off[v.name] = off
+                off += v.size
+        dyn = off
+        for v in svars:
+            if v.extern:
+                a = max(v.align, 1)
+                dyn = (off + a - 1) // a * a
+        for v in svars:
+            if v.extern:
+                self.svar_off[v.name] = dyn
+        self.S = max(dyn + sp.shared_bytes if any(v.extern for v in svars) else off, 1)
+        self.shared = Region("shared", self.S * len(self.ctas), self.check, race=True)
+        self.epoch = np.zeros(len(self.ctas), dtype=np.int64)
+        self.wepoch = np.zeros(self.T // 32, dtype=np.int64)     # bar.warp.sync epochs per warp
+        # local: per thread
+        lvars = [v for v in fn.vars if v.space == "local"]
+        self.lvar_off, off = {}, 0
+        for v in lvars:
+            a = max(v.align, 1)
+            off = (off + a - 1) // a * a
+            self.lvar_off[v.name] = off
+            off += v.size
+        self.L = max(off, 1)
+        self.local = Region("local", self.L * self.T, self.check) if lvars else None
+        # params
+        self.param_off, off, blob = {}, 0, bytearray()
+        ptr = {b.param: (GLOBAL_BASE + o) for (b, o, nb) in self.buffers}
+        for k in sp.params:
+            if k.startswith("#"):
+                continue
+            if k not in [p.name for p in fn.params]:
+                raise SpecError(f"{sp.source}: [params] names {k!r}, which is no parameter of {fn.name}")
+        for b in sp.buffers:
+            if not (b.param.startswith("#") or b.param in [p.name for p in fn.params]):
+                raise SpecError(f"{sp.source}: buffer {b.name} names the parameter {b.param!r}, which "
+                                f"{fn.name} does not have")
+        for i, p in enumerate(fn.params):
+            a = max(p.align, 1)
+            off = (off + a - 1) // a * a
+            self.param_off[p.name] = off
+            size = max(p.size, 1)
+            if p.name in ptr or f"#{i}" in ptr:
+                val = ptr.get(p.name, ptr.get(f"#{i}"))
+            elif p.name in sp.params or f"#{i}" in sp.params:
+                val = sp.params.get(p.name, sp.params.get(f"#{i}"))
+                if isinstance(val, float):
+                    import struct
+                    val = struct.unpack("<I" if size == 4 else "<Q", struct.pack("<f" if size == 4 else "<d", val))[0]
+            else:
+                val = None
+            blob += b"\0" * (off - len(blob))
+            if val is None:
+                # a pointer parameter no buffer names is null; a scalar must be given
+                if not (p.elem_bits == 64 and p.size == 8):
+                    self._missing_params = getattr(self, "_missing_params", []) + [p.name]
+                val = 0
+            blob += int(val & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
+            off += size
+        self.params = Region("param", max(len(blob), 1), self.check)
+        self.params.data[:len(blob)] = np.frombuffer(bytes(blob), dtype=np.uint8)
+
+    def _write_buffer(self, b, o, arr):
+        eb = b.bits // 8
+        if eb < 1:
+            raise SpecError(f"buffer {b.name}: sub-byte element types are not supported as kernel buffers")
+        dt = raw_dtype(b.type)
+        a = arr.astype(dt)
+        idx = np.zeros(a.shape, dtype=np.int64)
+        for d, s in enumerate(b.strides):
+            sh = [1] * a.ndim
+            sh[d] = -1
+            idx = idx + np.arange(a.shape[d]).reshape(sh) * s
+        view = self.heap.data[o:o + b.span * eb].view(dt)
+        view[idx.ravel()] = a.ravel()
+
+    def read_buffer(self, name: str) -> np.ndarray:
+        i = self.buf_index[name]
+        b, o, nb = self.buffers[i]
+        dt = raw_dtype(b.type)
+        eb = b.bits // 8
+        view = self.heap.data[o:o + b.span * eb].view(dt)
+        idx = np.zeros(b.shape, dtype=np.int64)
+        for d, s in enumerate(b.strides):
+            sh = [1] * len(b.shape)
+            sh[d] = -1
+            idx = idx + np.arange(b.shape[d]).reshape(sh) * s
+        return view[idx].copy()
+
+    # ------------------------------------------------------------------ witnesses
+    def witness(self, kind: str, ins: Instr, t: int, register: str = "", arrived: str = "", wanted: str = "",
+                path=None) -> None:
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        if sum(1 for w in self.witnesses if w.kind == kind) >= self.MAX_WITNESSES:
+            return
+        t = int(t)
+        cta = self.ctas[int(self.slot[t])]
+        if path is None:
+            path = self.path_of(register, t) if register else [(ins.line, ins.text)]
+        self.witnesses.append(Witness(kind, cta, int(self.warp[t]), int(self.lane[t]), ins.line, ins.text, register,
+                                      arrived, wanted, path))
+
+    def path_of(self, reg: str, t: int, limit: int = 24) -> list:
+        """The instructions a register's value came through, in program order: the last
+        writers of the register and of its sources, the stores a load read from, and the
+        address computations of those memory accesses (a few levels)."""
+        seen: set[int] = set()
+        todo = [(reg, 0)]
+        while todo and len(seen) < limit:
+            r, depth = todo.pop(0)
+            lw = self.lastw.get(r)
+            if lw is None or lw[t] < 0:
+                continue
+            i = int(lw[t])
+            if i in seen:
+                continue
+            seen.add(i)
+            ins = self.instrs[i]
+            if ins.head in ("ld", "ldmatrix", "ldu"):
+                todo += self._addr_regs(ins, depth)
+                sl = self.srcline.get(r)
+                if sl is not None and sl[t] >= 0 and int(sl[t]) not in seen:
+                    j = int(sl[t])
+                    seen.add(j)
+                    st = self.instrs[j]
+                    todo += self._addr_regs(st, depth)
+                    todo += [(o.name, depth) for o in _flat_regs(st.ops[1:])]
+                continue
+            if ins.head in ("mma", "wmma"):
+                continue                               # an accumulator's history is the mma itself
+            nxt = depth + (1 if ins.head not in ("mov", "cvt", "prmt", "shfl", "movmatrix") else 0)
+            if depth < 6:
+                todo += [(o.name, nxt) for o in _flat_regs(ins.ops[1:]) if not o.name.startswith("%p")]
+        return [(self.instrs[i].line, self.instrs[i].text) for i in sorted(seen)]
+
+    def _addr_regs(self, ins, depth):
+        if depth > 0:
+            return []
+        out = []
+        for o in ins.ops:
+            if isinstance(o, Addr) and isinstance(o.base, Reg):
+                out.append((o.base.name, 4))          # address chains: three levels
+        return out
+
+    # ------------------------------------------------------------------ registers
+    def width(self, name: str, ins: Instr) -> int:
+        w = self.fn.regs.get(name)
+        if w is None:
+            raise Unsupported(ins.line, ins.text, f"register {name} is not declared")
+        return w
+
+    def special(self, name: str, ins: Instr) -> np.ndarray | None:
+        base, _, comp = name.partition(".")
+        ax = {"x": 0, "y": 1, "z": 2}.get(comp)
+        sp = self.spec
+        if base == "%tid" and ax is not None:
+            return self.tid[ax].astype(U64)
+        if base == "%ntid" and ax is not None:
+            return np.full(self.T, sp.block[ax], dtype=U64)
+        if base == "%ctaid" and ax is not None:
+            return self.ctaid[ax].astype(U64)
+        if base == "%nctaid" and ax is not None:
+            return np.full(self.T, sp.grid[ax], dtype=U64)
+        if name == "%laneid":
+            return self.lane.astype(U64)
+        if name == "%warpid":
+            return self.warp.astype(U64)
+        if name == "%nwarpid":
+            return np.full(self.T, self.bsp // 32, dtype=U64)
+        if name in ("%lanemask_lt", "%lanemask_le", "%lanemask_gt", "%lanemask_ge", "%lanemask_eq"):
+            l = self.lane.astype(U64)
+            one = U64(1)
+            return {"%lanemask_lt": (one << l) - one, "%lanemask_le": (one << (l + one)) - one,
+                    "%lanemask_eq": one << l, "%lanemask_gt": U64(0xFFFFFFFF) ^ ((one << (l + one)) - one),
+                    "%lanemask_ge": U64(0xFFFFFFFF) ^ ((one << l) - one)}[name] & U64(0xFFFFFFFF)
+        if name.startswith("%") and name not in self.fn.regs:
+            if base in ("%tid", "%ntid", "%ctaid", "%nctaid", "%laneid", "%warpid", "%nwarpid", "%smid", "%clock",
+                        "%clock64", "%globaltimer", "%nsmid", "%gridid", "%cluster_ctaid", "%clusterid",
+                        "%cluster_nctaid", "%cluster_ctarank", "%dynamic_smem_size", "%total_smem_size"):
+                if name == "%dynamic_smem_size":
+                    return np.full(self.T, sp.shared_bytes, dtype=U64)
+                raise Unsupported(ins.line, ins.text, f"special register {name}")
+        return None
+
+    def get(self, name: str, ins: Instr) -> np.ndarray:
+        v = self.regs.get(name)
+        if v is not None:
+            return v
+        s = self.special(name, ins)
+        if s is not None:
+            return s
+        self.width(name, ins)
+        v = self.regs[name] = np.zeros(self.T, dtype=bool if self.fn.regs[name] == 1 else U64)
+        return v
+
+    def get_tags(self, name: str):
+        return self.tags.get(name)
+
+    def put(self, name: str, val, mask, ins: Instr, tags=None, idx: int = -1) -> None:
+        w = self.width(name, ins)
+        if w == 1:
+            val = np.asarray(val, dtype=bool)
+        else:
+            val = np.asarray(val, dtype=U64)
+            if w < 64:
+                val = val & V.mask(w)
+        full = mask is None or mask.all()
+        if full:
+            self.regs[name] = np.broadcast_to(val, (self.T,)).copy()
+        else:
+            old = self.get(name, ins)
+            self.regs[name] = np.where(mask, val, old)
+        if self.check and w > 1:
+            nb = (w + 7) // 8
+            old = self.tags.get(name)
+            if tags is None:
+                if old is not None:
+                    if full:
+                        del self.tags[name]
+                    else:
+                        old = old.copy()
+                        old[mask] = 0
+                        self.tags[name] = old
+            else:
+                tg = np.asarray(tags)
+                if tg.shape[1] != nb:
+                    tg = (np.concatenate([tg, np.zeros((self.T, nb - tg.shape[1]), np.int64)], axis=1)
+                          if tg.shape[1] < nb else tg[:, :nb])
+                if full:
+                    self.tags[name] = tg.copy()
+                else:
+                    base = old.copy() if old is not None else np.zeros((self.T, nb), np.int64)
+                    base[mask] = tg[mask]
+                    self.tags[name] = base
+        lw = self.lastw.get(name)
+        if lw is None:
+            lw = self.lastw[name] = np.full(self.T, -1, dtype=np.int32)
+        if full:
+            lw[:] = idx
+        else:
+            lw[mask] = idx
+
+    # ------------------------------------------------------------------ operands
+    def sym_value(self, name: str, ins: Instr) -> int:
+        if name in self.svar_off:
+            return self.svar_off[name]
+        if name in self.gvar_off:
+            return GLOBAL_BASE + self.gvar_off[name]
+        if name in self.cvar_off:
+            return self.cvar_off[name]
+        if name in self.param_off:
+            return PARAM_BASE + self.param_off[name]
+        if self.local is not None and name in self.lvar_off:
+            return self.lvar_off[name]
+        if name == "WARP_SZ":
+            return 32
+        raise Unsupported(ins.line, ins.text, f"unknown symbol {name}")
+
+    def value(self, op, ins: Instr, w: int = 64) -> np.ndarray:
+        if isinstance(op, Reg):
+            v = self.get(op.name, ins)
+            if op.neg:
+                return ~np.asarray(v, dtype=bool)
+            return v
+        if isinstance(op, Imm):
+            v = op.value
+            if op.kind == "f32" and w == 64:
+                raise Unsupported(ins.line, ins.text, "f32 immediate in a 64-bit operand")
+            return np.full(self.T, v & ((1 << 64) - 1), dtype=U64)
+        if isinstance(op, Sym):
+            return np.full(self.T, self.sym_value(op.name, ins), dtype=U64)
+        if isinstance(op, Addr) and isinstance(op.base, Sym):
+            return np.full(self.T, (self.sym_value(op.base.name, ins) + op.offset) & ((1 << 64) - 1), dtype=U64)
+        raise Unsupported(ins.line, ins.text, f"operand {op}")
+
+    def optags(self, op):
+        if self.check and isinstance(op, Reg):
+            return self.tags.get(op.name)
+        return None
+
+    # ------------------------------------------------------------------ run
+    def run(self, max_steps: int = 50_000_000) -> None:
+        if getattr(self, "_missing_params", None):
+            raise SpecError(f"{self.spec.source}: no value for the scalar parameter(s) "
+                            f"{', '.join(self._missing_params)} of {self.fn.name} (give them in [params])")
+        from .execute import execute
+        n = len(self.instrs)
+        pc = np.zeros(self.T, dtype=np.int64)
+        alive = self.valid.copy()
+        self.pc, self.alive = pc, alive
+        steps = 0
+        uniform = True
+        while True:
+            if uniform:
+                if not alive.any():
+                    break
+                p = int(pc[np.argmax(alive)])
+                mask = alive
+            else:
+                live = pc[alive]
+                if live.size == 0:
+                    break
+                p = int(live.min())
+                mask = alive & (pc == p)
+            if p >= n:
+                alive[mask] = False          # fell off the end: exit
+                uniform = False
+                continue
+            ins = self.instrs[p]
+            exe = mask
+            if ins.pred is not None:
+                pv = np.asarray(self.get(ins.pred, ins), dtype=bool)
+                exe = mask & (~pv if ins.pred_neg else pv)
+            steps += 1
+            if steps > max_steps:
+                raise Unsupported(ins.line, ins.text, f"more than {max_steps} instruction steps (a loop that does not end?)")
+            self.executed += 1
+            jump = execute(self, p, ins, exe, mask)
+            if jump is None and ins.head not in ("ret", "exit"):
+                if uniform:
+                    pc += 1
+                else:
+                    pc[mask] += 1
+                continue
+            if jump is not None:
+                pc[mask & ~exe] += 1
+                pc[exe] = jump
+            else:
+                alive &= ~exe
+                pc[mask & ~exe] += 1
+            live = pc[alive]
+            uniform = live.size == 0 or live.min() == live.max()
+        self.steps = steps
+
+
+def _flat_regs(ops):
+    for o in ops:
+        if isinstance(o, Reg):
+            yield o
+        elif isinstance(o, Vec):
+            yield from (x for x in o.items if isinstance(x, Reg))
+        elif isinstance(o, Addr) and isinstance(o.base, Reg):
+            yield o.base
+        elif isinstance(o, Pair):
+            yield o.first

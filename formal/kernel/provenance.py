@@ -1,0 +1,719 @@
+"""The data-path proof: provenance at every mma and at the output buffer.
+
+At an mma, every product of every output element must pair ``A[m][k]`` with ``B[k][n]``
+for the accumulator's (m, n), each k once per formation (an accumulator keeps a bitset of
+the k's it has seen, one per formation: element x element, element x residual, ...).  The
+mma's result is an *accumulator* tag; at the end the output buffer must hold, at the
+address of (m, n), the accumulator of (m, n) with every k of the contract.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from . import tags as TG
+from .ptx import Unsupported
+
+_CLASS_NAMES = ["A*B", "A*B_residual", "A_residual*B", "A_residual*B_residual"]
+
+
+def _decoder(b):
+    """element index -> coordinates (in the buffer's shape), valid mask."""
+    shape, strides = np.array(b.shape), np.array(b.strides)
+    if (strides == 0).any():
+        return None
+    order = np.argsort(-strides, kind="stable")
+
+    def dec(idx):
+        idx = np.asarray(idx, dtype=np.int64)
+        rest = idx.copy()
+        coords = np.zeros(idx.shape + (len(shape),), dtype=np.int64)
+        for d in order:
+            coords[..., d] = rest // strides[d]
+            rest = rest % strides[d]
+        ok = (rest == 0) & (coords < shape).all(axis=-1) & (coords >= 0).all(axis=-1)
+        return coords, ok
+    return dec
+
+
+@lru_cache(maxsize=None)
+def _frag(form, operand):
+    from .. import layout
+    lay = layout.fragment(form, operand)
+    if lay.products != 1:
+        raise ValueError("several products per warp")
+    en = lay.enumerate()
+    return lay, en
+
+
+@dataclass
+class _Contract:
+    c: object
+    lhs: int
+    rhs: int
+    out: int
+    addend: int | None
+    M: int
+    N: int
+    K: int
+    batch: int
+
+
+class Provenance:
+    def __init__(self, m):
+        self.m = m
+        sp = m.spec
+        self.dec = {}
+        for i, b in enumerate(sp.buffers):
+            self.dec[i + 1] = _decoder(b)
+        self.contracts = []
+        for c in sp.contracts:
+            li, ri, oi = (m.buf_index[x] + 1 for x in (c.lhs, c.rhs, c.out))
+            ai = m.buf_index[c.addend] + 1 if c.addend else None
+            lb, rb, ob = sp.buffer(c.lhs), sp.buffer(c.rhs), sp.buffer(c.out)
+            lshape = tuple(lb.extra.get("logical_shape", lb.shape))
+            ls = lshape[-2:] if not c.lhs_t else lshape[-2:][::-1]
+            rs = rb.shape[-2:] if not c.rhs_t else rb.shape[-2:][::-1]
+            if len(lb.shape) not in (2, 3) or len(rb.shape) != len(lb.shape) or len(ob.shape) != len(lb.shape):
+                raise Unsupported(0, c.text, "contracts over rank-2 (or batched rank-3) buffers")
+            if ls[1] != rs[0] or tuple(ob.shape[-2:]) != (ls[0], rs[1]):
+                from .spec import SpecError
+                raise SpecError(f"{sp.source}: contract {c.out} = {c.text}: shapes {list(ls)} @ {list(rs)} -> "
+                                f"{list(ob.shape[-2:])} do not match")
+            batch = lb.shape[0] if len(lb.shape) == 3 else 1
+            self.contracts.append(_Contract(c, li, ri, oi, ai, ls[0], rs[1], ls[1], batch))
+        self.nwords = max(((max((c.K for c in self.contracts), default=1)) + 63) // 64, 1)
+        cap = 1024
+        self.acc_m = np.full(cap, -1, np.int64)
+        self.acc_n = np.full(cap, -1, np.int64)
+        self.acc_b = np.full(cap, -1, np.int64)
+        self.acc_c = np.full(cap, -1, np.int64)
+        self.acc_line = np.zeros(cap, np.int64)
+        self.acc_t = np.zeros(cap, np.int64)          # a thread holding it after its last mma
+        self.acc_regs = {}                             # mma line -> (a regs, b regs)
+        self.acc_add = np.zeros(cap, bool)
+        self.kbits = np.zeros((cap, 4, self.nwords), np.uint64)
+        self.nacc = 0
+        self.mmas = 0
+        self.products = 0
+        self.permuted = 0
+        self.formations = np.zeros(4, np.int64)
+        self.derivs = {"A": np.zeros(4, np.int64), "B": np.zeros(4, np.int64)}
+        self.wmma_maps: set[str] = set()
+        self.lane_done: set[int] = set()
+        self.lane_proofs: list[dict] = []
+        self.lanes = True
+
+    # --------------------------------------------------------------- accumulators
+    def _alloc(self, n):
+        need = self.nacc + n
+        if need > len(self.acc_m):
+            cap = max(need, 2 * len(self.acc_m))
+            for k in ("acc_m", "acc_n", "acc_b", "acc_c", "acc_line", "acc_t"):
+                a = getattr(self, k)
+                na = np.full(cap, -1 if k not in ("acc_line", "acc_t") else 0, np.int64)
+                na[:len(a)] = a
+                setattr(self, k, na)
+            na = np.zeros(cap, bool)
+            na[:len(self.acc_add)] = self.acc_add
+            self.acc_add = na
+            kb = np.zeros((cap, 4, self.nwords), np.uint64)
+            kb[:len(self.kbits)] = self.kbits
+            self.kbits = kb
+        ids = np.arange(self.nacc, need)
+        self.nacc = need
+        return ids
+
+    # --------------------------------------------------------------- mma
+    def _elements(self, form, operand, regs, vals, tids, frag=None):
+        """Tags [W, rows, cols] (first byte of each element), values, and holder (lane, reg)."""
+        m = self.m
+        lay, en = (frag, frag.enumerate()) if frag is not None else _frag(form, operand)
+        if lay.elem_bits < 8:
+            raise Unsupported(0, form.opcode, "sub-byte elements in check")
+        W = tids.shape[0]
+        nb = lay.reg_bits // 8
+        T = np.zeros((W, 32, len(regs), nb), np.int64)
+        for j, r in enumerate(regs):
+            tg = m.tags.get(r)
+            if tg is not None:
+                T[:, :, j, :] = tg[tids][:, :, :nb]
+        lane, reg, elem, row, col = en["lane"], en["reg"], en["elem"], en["row"], en["col"]
+        cont = elem * lay.elem_bits
+        byte0 = cont // 8
+        tag = T[:, lane, reg, byte0]                                    # [W, P]
+        ebytes = lay.elem_bits // 8
+        consistent = np.ones(tag.shape, bool)
+        for b in range(1, ebytes):
+            tb = T[:, lane, reg, byte0 + b]
+            consistent &= (tb == np.where(tag != 0, TG.with_byte(tag, TG.byte(tag) + b), 0))
+        v = vals.astype(np.uint64)[:, lane, reg] >> (cont + lay.shift).astype(np.uint64)
+        v = v & np.uint64((1 << lay.value_bits) - 1)
+        R, C = lay.rows, lay.cols
+        tags = np.zeros((W, R, C), np.int64)
+        value = np.zeros((W, R, C), np.uint64)
+        cons = np.ones((W, R, C), bool)
+        hl = np.zeros((R, C), np.int64)
+        hr = np.zeros((R, C), np.int64)
+        tags[:, row, col] = tag
+        value[:, row, col] = v
+        cons[:, row, col] = consistent
+        hl[row, col] = lane
+        hr[row, col] = reg
+        return tags, value, cons, hl, hr, lay
+
+    def _coords(self, t, bufid, transpose):
+        dec = self.dec[bufid]
+        co, ok = dec(TG.idx(t))
+        if co.shape[-1] == 3:
+            bch, r, c = co[..., 0], co[..., 1], co[..., 2]
+        else:
+            bch, r, c = np.zeros_like(co[..., 0]), co[..., 0], co[..., 1]
+        b = self.m.spec.buffers[bufid - 1]
+        if b.extra.get("sparse") == "2:4" and len(b.shape) == 2:
+            # compressed column c of row r is logical column 4 * (c // 2) + idx (E's nibble)
+            meta = self._meta(b)
+            rr, cc = np.clip(r, 0, meta.shape[0] - 1), np.clip(c // 2, 0, meta.shape[1] - 1)
+            nib = meta[rr, cc].astype(np.int64)
+            c = 4 * (c // 2) + ((nib >> (2 * (c % 2))) & 3)
+        if transpose:
+            r, c = c, r
+        return bch, r, c, ok
+
+    def _meta(self, b):
+        if not hasattr(self, "_meta_cache"):
+            self._meta_cache = {}
+        if b.name not in self._meta_cache:
+            self._meta_cache[b.name] = self.m.read_buffer(b.extra["metadata"])
+        return self._meta_cache[b.name]
+
+    def _zero(self, value, lay):
+        # +0 or -0 in every float format; 0 for integers
+        sign = np.uint64(1 << (lay.value_bits - 1))
+        return (value & ~sign) == 0 if lay.value_bits > 1 else value == 0
+
+    def mma(self, ins, p, form, tids, regs, a, b, c, e, sel, frags=None):
+        m = self.m
+        kidx = None
+        if form.is_sparse:
+            from ..metadata.storage import gather_terms
+            try:
+                _, kidx = gather_terms(form, a, e, sel)                   # [W, M, K/2] logical k per stored column
+            except Exception as ex:  # noqa: BLE001 - illegal metadata / selector: undefined behaviour
+                m.witness("undefined", ins, int(tids[0, 0]), ins.ops[4].name if hasattr(ins.ops[4], "name") else "",
+                          f"sparse metadata / selector: {ex}", "legal metadata and selector (9.7.14.6)")
+                return None
+        self.mmas += 1
+        fr = frags or {}
+        At, Av, Ac, Al, Ar, La = self._elements(form, "a", regs["a"], a, tids, fr.get("a"))
+        Bt, Bv, Bc, Bl, Br, Lb = self._elements(form, "b", regs["b"], b, tids, fr.get("b"))
+        Ct, Cv, Cc, Cl, Cr, Lc = self._elements(form, "c", regs["c"], c, tids, fr.get("c"))
+        if frags:
+            self.wmma_maps.update(f"{k}: {v.fmap.id} ({v.fmap.evidence})" for k, v in frags.items())
+        W, M, K = At.shape
+        N = Bt.shape[2]
+        At = self._chained(ins, tids, At, Al, Ar, regs["a"], rows=True)
+        Bt = self._chained(ins, tids, Bt, Bl, Br, regs["b"], rows=False)
+        # the contract: the one whose lhs the A elements come from
+        abufs = TG.buf(At[TG.kind(At) == TG.ELEM])
+        con = None
+        for cc in self.contracts:
+            if abufs.size == 0 or cc.lhs == int(np.bincount(abufs).argmax()):
+                con = cc
+                break
+        if con is None:
+            con = self.contracts[0] if self.contracts else None
+        if con is None:
+            raise Unsupported(ins.line, ins.text, "the spec has no [contract] to check the mma against")
+        # accumulator ids
+        ckind = TG.kind(Ct)
+        is_acc = ckind == TG.ACC
+        inplace = regs["d"] == regs["c"]
+        ids = np.where(is_acc, TG.idx(Ct), -1)
+        new = ~is_acc if inplace else np.ones_like(is_acc)
+        nn = int(new.sum())
+        if nn:
+            fresh = self._alloc(nn)
+            old = ids[new]
+            ids[new] = fresh
+            had = old >= 0
+            if had.any():                        # copy: d is a new accumulator built on c's
+                for k in ("acc_m", "acc_n", "acc_b", "acc_c", "acc_add"):
+                    arr = getattr(self, k)
+                    arr[fresh[had]] = arr[old[had]]
+                self.kbits[fresh[had]] = self.kbits[old[had]]
+        # a fresh accumulator starts from c: zero, or the addend's element
+        start = new & ~is_acc
+        if start.any():
+            celem = start & (ckind == TG.ELEM)
+            if celem.any():
+                if con.addend is None or (TG.buf(Ct[celem]) != con.addend).any():
+                    self._wit_op("wrong-element", ins, tids, Ct, celem, Cl, Cr, regs["c"],
+                                 "an input element in the accumulator", f"zero (contract {con.c.text})")
+                else:
+                    bch, r, cl, ok = self._coords(Ct[celem], con.addend, False)
+                    fi = ids[celem]
+                    self.acc_m[fi], self.acc_n[fi], self.acc_b[fi] = r, cl, bch
+                    self.acc_add[fi] = True
+            cconst = start & (ckind == TG.NONE) & ~self._zero(Cv, Lc)
+            if cconst.any():
+                self._wit_op("wrong-element", ins, tids, Ct, cconst, Cl, Cr, regs["c"],
+                             "a non-zero constant in the accumulator", "zero or the contract's addend")
+            cg = start & (ckind == TG.GARBLED)
+            if cg.any():
+                self._wit_op("wrong-element", ins, tids, Ct, cg, Cl, Cr, regs["c"],
+                             "a value computed from several elements in the accumulator", "zero or an accumulator")
+        self.acc_line[ids.ravel()] = ins.line
+        self.acc_t[ids] = tids[:, Cl]
+        self.acc_regs[ins.line] = (regs["a"], regs["b"])
+        self.acc_c[ids.ravel()] = self.contracts.index(con)
+        # products
+        Kfull = Bt.shape[1]
+        # every product of the mma at once: axes (warp, m, n, k slot)
+        A4 = At[:, :, None, :]
+        Az = self._zero(Av, La)[:, :, None, :]
+        abch, am, ak, _ = (x[:, :, None, :] for x in self._coords(At, con.lhs, con.c.lhs_t))
+        if kidx is None:
+            B4 = np.swapaxes(Bt, 1, 2)[:, None, :, :]
+            Bz = self._zero(np.swapaxes(Bv, 1, 2), Lb)[:, None, :, :]
+            bbch, bk, bn, _ = (np.swapaxes(x, 1, 2)[:, None, :, :] for x in self._coords(Bt, con.rhs, con.c.rhs_t))
+            brows = np.broadcast_to(np.arange(K), (W, M, N, K))
+        else:                                   # stored column kk of row m meets B row kidx[w, m, kk]
+            wi, ni = np.arange(W)[:, None, None, None], np.arange(N)[None, None, :, None]
+            ki = kidx[:, :, None, :]
+            B4, Bz = Bt[wi, ki, ni], self._zero(Bv[wi, ki, ni], Lb)
+            bbch, bk, bn, _ = (x[wi, ki, ni] for x in self._coords(Bt, con.rhs, con.c.rhs_t))
+            brows = np.broadcast_to(ki, (W, M, N, K))
+        shape = (W, M, N, K)
+        ka, kb_ = TG.kind(A4), TG.kind(B4)
+        act = ~np.broadcast_to(((ka == TG.NONE) & Az) | ((kb_ == TG.NONE) & Bz), shape)
+        good_a = np.broadcast_to((ka == TG.ELEM) & (TG.buf(A4) == con.lhs), shape)
+        good_b = np.broadcast_to((kb_ == TG.ELEM) & (TG.buf(B4) == con.rhs), shape)
+        A4, B4 = np.broadcast_to(A4, shape), np.broadcast_to(B4, shape)
+
+        def first(mask):
+            w, i, j, kk = map(int, np.argwhere(mask)[0])
+            return kk, int(brows[w, i, j, kk])
+
+        bad_a = act & ~good_a
+        if bad_a.any():
+            kk, _ = first(bad_a)
+            self._wit_prod("wrong-element", ins, tids, A4[..., kk], bad_a[..., kk], Al[:, kk], Ar[:, kk], regs["a"],
+                           "A", kk, con)
+        bad_b = act & good_a & ~good_b
+        if bad_b.any():
+            kk, br = first(bad_b)
+            self._wit_prod("wrong-element", ins, tids, B4[..., kk], bad_b[..., kk], Bl[br], Br[br], regs["b"], "B",
+                           kk, con, row_axis=False)
+        ok = act & good_a & good_b
+        if ok.any():
+            am4, ak4, ab4 = (np.broadcast_to(x, shape) for x in (am, ak, abch))
+            bk4, bn4, bb4 = (np.broadcast_to(x, shape) for x in (bk, bn, bbch))
+            kmis = ok & ((ak4 != bk4) | (ab4 != bb4))
+            if kmis.any():
+                kk, br = first(kmis)
+                w0, i0, j0 = map(int, np.argwhere(kmis[..., kk])[0])
+                done = int(sum(bin(int(x)).count("1") for x in self.kbits[ids[w0, i0, j0], 0]))
+                self._wit_k(ins, tids, A4[..., kk], B4[..., kk], kmis[..., kk], (Al[:, kk], Ar[:, kk], regs["a"]),
+                            (Bl[br], Br[br], regs["b"]), kk, K, con, am4[..., kk], ak4[..., kk], bk4[..., kk],
+                            bn4[..., kk], expected=done + kk)
+            ok &= ~kmis
+            ids4 = np.broadcast_to(ids[..., None], shape)
+            unset = ok & (self.acc_m[ids4] < 0)
+            if unset.any():
+                self.acc_m[ids4[unset]] = am4[unset]
+                self.acc_n[ids4[unset]] = bn4[unset]
+                self.acc_b[ids4[unset]] = ab4[unset]
+            wrong_mn = ok & ((self.acc_m[ids4] != am4) | (self.acc_n[ids4] != bn4) | (self.acc_b[ids4] != ab4))
+            if wrong_mn.any():
+                kk, _ = first(wrong_mn)
+                self._wit_mn(ins, tids, A4[..., kk], B4[..., kk], wrong_mn[..., kk], Al[:, kk], Ar[:, kk], regs["a"],
+                             kk, con, am4[..., kk], bn4[..., kk], ids)
+            ok &= ~wrong_mn
+        if ok.any():
+            cls = 2 * (TG.deriv(A4) == TG.RESID) + (TG.deriv(B4) == TG.RESID)
+            word = ak4 >> 6
+            bit = (ak4 & 63).astype(np.uint64)
+            sel_ids, sel_cls, sel_w, sel_b = ids4[ok], cls[ok], word[ok], bit[ok]
+            dup = np.zeros(shape, bool)
+            dup[ok] = ((self.kbits[sel_ids, sel_cls, sel_w] >> sel_b) & np.uint64(1)) == 1
+            # the same k twice inside this mma
+            key = np.sort(np.where(ok, ak4 * 4 + cls, -1 - np.arange(K)), axis=-1)
+            twice = ((key[..., 1:] == key[..., :-1]) & (key[..., 1:] >= 0)).any(axis=-1)
+            if twice.any():
+                w, i, j = map(int, np.argwhere(twice)[0])
+                kd = key[w, i, j][1:][(key[w, i, j][1:] == key[w, i, j][:-1])][0]
+                dup[w, i, j] |= ok[w, i, j] & (ak4[w, i, j] * 4 + cls[w, i, j] == kd)
+            if dup.any():
+                kk, _ = first(dup)
+                self._wit_dup(ins, tids, A4[..., kk], dup[..., kk], Al[:, kk], Ar[:, kk], regs["a"], con,
+                              am4[..., kk], ak4[..., kk], bn4[..., kk], cls[..., kk])
+            np.bitwise_or.at(self.kbits, (sel_ids, sel_cls, sel_w), np.uint64(1) << sel_b)
+            self.products += int(ok.sum())
+            slot = np.broadcast_to(np.arange(K), shape) if kidx is None else brows
+            self.permuted += int((ok & ((ak4 % Kfull) != slot)).sum())
+            self.formations += np.bincount(cls[ok].ravel(), minlength=4)
+            self.derivs["A"] += np.bincount(TG.deriv(A4[ok]).ravel(), minlength=4)[:4]
+            self.derivs["B"] += np.bincount(TG.deriv(B4[ok]).ravel(), minlength=4)[:4]
+        # d's tags: the accumulator ids at the d fragment
+        lay, en = (fr["d"], fr["d"].enumerate()) if "d" in fr else _frag(form, "d")
+        eb = lay.elem_bits // 8
+        out = []
+        T = m.T
+        for j in range(len(regs["d"])):
+            tg = np.zeros((T, lay.reg_bits // 8), np.int64)
+            sel_ = en["reg"] == j
+            ln, el, rw, cl = en["lane"][sel_], en["elem"][sel_], en["row"][sel_], en["col"][sel_]
+            for b in range(eb):
+                t_ = TG.make(TG.ACC, 0, ids[:, rw, cl], b)                       # [W, P]
+                tg[tids[:, ln], el * eb + b] = t_
+            out.append(tg)
+        return out
+
+    def _chained(self, ins, tids, T, hl, hr, regs, rows):
+        """An operand that is another contract's accumulator (attention: S = Q @ K.T feeds
+        O = S @ V): complete accumulators become that contract's output elements."""
+        acc = TG.kind(T) == TG.ACC
+        if not acc.any():
+            return T
+        ids = np.where(acc, TG.idx(T), 0)
+        T = T.copy()
+        cidx = self.acc_c[ids]
+        for ci, con in enumerate(self.contracts):
+            sel = acc & (cidx == ci)
+            if not sel.any():
+                continue
+            b = self.m.spec.buffers[con.out - 1]
+            st = b.strides
+            a = ids[sel]
+            if len(b.shape) == 3:
+                idx = self.acc_b[a] * st[0] + self.acc_m[a] * st[1] + self.acc_n[a] * st[2]
+            else:
+                idx = self.acc_m[a] * st[0] + self.acc_n[a] * st[1]
+            T[sel] = TG.make(TG.ELEM, con.out, idx, TG.byte(T[sel]), TG.CONV)
+            full = self._complete(a, con.K)
+            if (~full).any():
+                k = int(np.flatnonzero(~full)[0])
+                w, r, c = (int(x[k]) for x in np.nonzero(sel))
+                pos = r if rows else c
+                t, reg = self._holder(tids, w, hl[pos] if hl.ndim == 1 else hl[r, c], hr[pos] if hr.ndim == 1
+                                      else hr[r, c], regs)
+                self.m.witness("missing-product", ins, t, reg,
+                               f"the accumulator of {b.name}[{self.acc_m[a[k]]}][{self.acc_n[a[k]]}] before all its "
+                               f"products ({self._count(a[k])} of {con.K})",
+                               f"{b.name} complete ({con.c.text}) before it feeds this mma")
+        return T
+
+    def _required(self, con, rows):
+        """Bitsets of the k's output row m needs: all K, or for a structured-sparse lhs the
+        columns its metadata names (the others are zeros by construction)."""
+        full = self._fullwords(con.K)
+        b = self.m.spec.buffers[con.lhs - 1]
+        out = np.broadcast_to(full, rows.shape + (self.nwords,)).copy()
+        if b.extra.get("sparse") == "2:4" and not con.c.lhs_t and len(b.shape) == 2:
+            meta = self._meta(b).astype(np.int64)                     # [M, K/4]
+            req = np.zeros((meta.shape[0], self.nwords), np.uint64)
+            for ch in range(meta.shape[1]):
+                for j in range(2):
+                    k = 4 * ch + ((meta[:, ch] >> (2 * j)) & 3)
+                    np.bitwise_or.at(req, (np.arange(meta.shape[0]), k >> 6), np.uint64(1) << (k & 63).astype(np.uint64))
+            out = req[np.clip(rows, 0, meta.shape[0] - 1)]
+        return out
+
+    def _fullwords(self, K):
+        fullw = np.zeros(self.nwords, np.uint64)
+        for k in range(K):
+            fullw[k >> 6] |= np.uint64(1) << np.uint64(k & 63)
+        return fullw
+
+    def _complete(self, ids, K):
+        kb = self.kbits[ids]
+        fullw = self._fullwords(K)
+        have = (kb != 0).any(axis=-1)
+        isfull = (kb == fullw).all(axis=-1)
+        return have[..., 0] & isfull[..., 0] & (~have[..., 1:] | isfull[..., 1:]).all(axis=-1)
+
+    def _count(self, a):
+        return int(sum(bin(int(x)).count("1") for x in self.kbits[a, 0]))
+
+    def merge_add(self, ins, exe, ts, tg, nb):
+        """add.f32 of two accumulators of the same (m, n) -> one accumulator with both k sets
+        (a k in both is a duplicate product); accumulator + the addend's element -> the
+        accumulator with its addend."""
+        m = self.m
+        if ts[0] is None or ts[1] is None:
+            return tg
+        a0, b0 = ts[0][:, 0], ts[1][:, 0]
+        ka, kb = TG.kind(a0), TG.kind(b0)
+        both = exe & (ka == TG.ACC) & (kb == TG.ACC) & (TG.idx(a0) != TG.idx(b0))   # x + x is arithmetic on x
+        add_c = exe & (((ka == TG.ACC) & (kb == TG.ELEM)) | ((ka == TG.ELEM) & (kb == TG.ACC)))
+        if not (both.any() or add_c.any()):
+            return tg
+        out = tg.copy()
+        if both.any():
+            t = np.flatnonzero(both)
+            ia, ib = TG.idx(a0[t]), TG.idx(b0[t])
+            same = (self.acc_m[ia] == self.acc_m[ib]) & (self.acc_n[ia] == self.acc_n[ib]) & \
+                (self.acc_b[ia] == self.acc_b[ib])
+            if (~same).any():
+                k = int(np.flatnonzero(~same)[0])
+                m.witness("wrong-element", ins, t[k], ins.ops[1].name,
+                          f"adds the accumulator of ({self.acc_m[ia[k]]}, {self.acc_n[ia[k]]}) to that of "
+                          f"({self.acc_m[ib[k]]}, {self.acc_n[ib[k]]})", "partial sums of the same output element")
+            dup = (self.kbits[ia] & self.kbits[ib]) != 0
+            if dup.any():
+                k = int(np.flatnonzero(dup.any(axis=(1, 2)))[0])
+                m.witness("duplicate-product", ins, t[k], ins.ops[1].name,
+                          f"both partial sums of ({self.acc_m[ia[k]]}, {self.acc_n[ia[k]]}) hold some product",
+                          "each k once")
+            new = self._alloc(len(t))
+            for key in ("acc_m", "acc_n", "acc_b", "acc_c"):
+                arr = getattr(self, key)
+                arr[new] = arr[ia]
+            self.acc_add[new] = self.acc_add[ia] | self.acc_add[ib]
+            self.kbits[new] = self.kbits[ia] | self.kbits[ib]
+            self.acc_line[new] = ins.line
+            out[t] = TG.make(TG.ACC, 0, new[:, None], np.arange(nb)[None, :] % 8)
+        if add_c.any():
+            t = np.flatnonzero(add_c)
+            acc_t = np.where(ka[t] == TG.ACC, a0[t], b0[t])
+            el_t = np.where(ka[t] == TG.ACC, b0[t], a0[t])
+            ia = TG.idx(acc_t)
+            cons = [c for c in self.contracts if c.addend is not None]
+            ok = np.zeros(len(t), bool)
+            for con in cons:
+                sel = TG.buf(el_t) == con.addend
+                if sel.any():
+                    bch, r, c, okc = self._coords(el_t[sel], con.addend, False)
+                    good = okc & (r == self.acc_m[ia[sel]]) & (c == self.acc_n[ia[sel]])
+                    ok[np.flatnonzero(sel)[good]] = True
+            if (~ok).any():
+                k = int(np.flatnonzero(~ok)[0])
+                m.witness("wrong-element", ins, t[k], ins.ops[1].name,
+                          f"adds {self._describe(el_t[k])} to the accumulator of ({self.acc_m[ia[k]]}, {self.acc_n[ia[k]]})",
+                          "the contract's addend at the accumulator's (m, n)")
+            tt, ia = t[ok], ia[ok]
+            if tt.size:
+                new = self._alloc(len(tt))
+                for key in ("acc_m", "acc_n", "acc_b", "acc_c"):
+                    arr = getattr(self, key)
+                    arr[new] = arr[ia]
+                self.acc_add[new] = True
+                self.kbits[new] = self.kbits[ia]
+                self.acc_line[new] = ins.line
+                out[tt] = TG.make(TG.ACC, 0, new[:, None], np.arange(nb)[None, :] % 8)
+        return out
+
+    # --------------------------------------------------------------- witnesses
+    def _describe(self, t, con=None):
+        t = int(t)
+        k = int(TG.kind(t))
+        if k == TG.NONE:
+            return "a constant (not loaded from any buffer)"
+        if k == TG.ACC:
+            i = int(TG.idx(t))
+            return f"accumulator of ({self.acc_m[i]}, {self.acc_n[i]})"
+        bi = int(TG.buf(t))
+        b = self.m.spec.buffers[bi - 1]
+        co, ok = self.dec[bi](np.array([TG.idx(t)]))
+        d = int(TG.deriv(t))
+        s = f"{b.name}[{']['.join(str(int(x)) for x in co[0])}]" if ok[0] else f"{b.name} element #{int(TG.idx(t))}"
+        if d:
+            s += f" ({TG.DERIV_NAMES[d]})"
+        if k == TG.GARBLED:
+            s = "a value mixing several elements, first " + s
+        return s
+
+    def _holder(self, tids, w, lane, reg, regs):
+        return int(tids[w, lane]), regs[int(reg)]
+
+    def _wit_op(self, kind, ins, tids, T, bad, hl, hr, regs, arrived, wanted):
+        w, r, c = map(int, np.argwhere(bad)[0])
+        t, reg = self._holder(tids, w, hl[r, c], hr[r, c], regs)
+        self.m.witness(kind, ins, t, reg, f"{arrived}: {self._describe(T[w, r, c])}", wanted)
+
+    def _wit_prod(self, kind, ins, tids, T, bad, hl, hr, regs, which, kk, con, row_axis=True):
+        w, i, j = map(int, np.argwhere(bad)[0])
+        pos = i if row_axis else j
+        t, reg = self._holder(tids, w, hl[pos], hr[pos], regs)
+        want = f"an element of {con.c.lhs if which == 'A' else con.c.rhs}"
+        self.m.witness(kind, ins, t, reg, f"operand {which}, k slot {kk}: {self._describe(T[w, i, j])}", want)
+
+    def _wit_k(self, ins, tids, at, bt, bad, ha, hb, kk, K, con, am, ak, bk, bn, expected=None):
+        w, i, j = map(int, np.argwhere(bad)[0])
+        ta, ra = self._holder(tids, w, ha[0][i], ha[1][i], ha[2])
+        tb, rb = self._holder(tids, w, hb[0][j], hb[1][j], hb[2])
+        a_k, b_k = int(ak[w, i, j]), int(bk[w, i, j])
+        # blame the operand whose k is out of order: the accumulator's products so far plus the
+        # k slot give the k an in-order kernel brings; else the k slot modulo the mma's K
+        if expected is not None and (a_k == expected) != (b_k == expected):
+            blame_b = a_k == expected
+        else:
+            blame_b = (a_k % K == kk) and (b_k % K != kk)
+        t, reg = (tb, rb) if blame_b else (ta, ra)
+        other_t, other_r = (ta, ra) if blame_b else (tb, rb)
+        path = self.m.path_of(reg, t)
+        path.append((ins.line, ins.text))
+        self.m.witness("wrong-element", ins, t, reg,
+                       f"k slot {kk} pairs {self._describe(at[w, i, j])} with {self._describe(bt[w, i, j])}",
+                       f"{con.c.lhs}[{int(am[w, i, j])}][k] x {con.c.rhs}[k][{int(bn[w, i, j])}] with the same k "
+                       f"(A brings k = {a_k}, B brings k = {b_k}; operand {'B' if blame_b else 'A'} is out of order)",
+                       path=path)
+
+    def _wit_mn(self, ins, tids, at, bt, bad, hl, hr, regs, kk, con, am, bn, ids):
+        w, i, j = map(int, np.argwhere(bad)[0])
+        t, reg = self._holder(tids, w, hl[i], hr[i], regs)
+        a = int(ids[w, i, j])
+        self.m.witness("wrong-element", ins, t, reg,
+                       f"k slot {kk}: {self._describe(at[w, i, j])} x {self._describe(bt[w, i, j])} "
+                       f"(a product for ({int(am[w, i, j])}, {int(bn[w, i, j])}))",
+                       f"products for the accumulator's element ({self.acc_m[a]}, {self.acc_n[a]})")
+
+    def _wit_dup(self, ins, tids, at, bad, hl, hr, regs, con, am, ak, bn, cls):
+        w, i, j = map(int, np.argwhere(bad)[0])
+        t, reg = self._holder(tids, w, hl[i], hr[i], regs)
+        self.m.witness("duplicate-product", ins, t, reg,
+                       f"a second product {_CLASS_NAMES[int(cls[w, i, j])]} with k = {int(ak[w, i, j])} for "
+                       f"({int(am[w, i, j])}, {int(bn[w, i, j])}): {self._describe(at[w, i, j])}",
+                       "each k once")
+
+    # --------------------------------------------------------------- stores / verdict
+    def on_store(self, ins, p, space, addr, tidx, eb, nv, srcs):
+        return None
+
+    def finish(self, sampled: bool) -> dict:
+        """Check every output element; returns counts for the summary."""
+        m = self.m
+        checked = complete = arith = 0
+        for con in self.contracts:
+            b, o, nb = m.buffers[con.out - 1]
+            eb = b.bits // 8
+            idx = np.zeros(b.shape, dtype=np.int64)
+            for d, s in enumerate(b.strides):
+                sh = [1] * len(b.shape)
+                sh[d] = -1
+                idx = idx + np.arange(b.shape[d]).reshape(sh) * s
+            byte0 = o + idx * eb
+            written = m.heap.src[byte0] >= 0
+            t0 = m.heap.tags[byte0]
+            if len(b.shape) == 3:
+                bch, r, c = np.indices(b.shape)
+            else:
+                r, c = np.indices(b.shape)
+                bch = np.zeros_like(r)
+            consider = written if sampled else np.ones(b.shape, bool)
+            checked += int(consider.sum())
+            unw = consider & ~written
+            if unw.any():
+                pos = tuple(int(x) for x in np.argwhere(unw)[0])
+                self._wit_store("missing-product", None, byte0[pos], f"{b.name}{list(pos)} never stored",
+                                f"{b.name}{list(pos)} = sum over k of {con.c.lhs}[m][k]*{con.c.rhs}[k][n]")
+            k_ = TG.kind(t0)
+            notacc = consider & written & (k_ != TG.ACC)
+            if notacc.any():
+                pos = tuple(int(x) for x in np.argwhere(notacc)[0])
+                self._wit_store("wrong-element", t0[pos], byte0[pos], f"{b.name}{list(pos)} holds "
+                                f"{self._describe(t0[pos])}", f"the accumulator of ({r[pos]}, {c[pos]})")
+            acc = consider & written & (k_ == TG.ACC)
+            ids = np.where(acc, TG.idx(t0), 0)
+            wrong = acc & ((self.acc_m[ids] != r) | (self.acc_n[ids] != c) | (self.acc_b[ids] != bch))
+            if wrong.any():
+                pos = tuple(int(x) for x in np.argwhere(wrong)[0])
+                a = int(ids[pos])
+                self._wit_store("wrong-address", t0[pos], byte0[pos],
+                                f"the accumulator of ({self.acc_m[a]}, {self.acc_n[a]}) stored at {b.name}{list(pos)}",
+                                f"the accumulator of ({r[pos]}, {c[pos]}) at {b.name}{list(pos)}")
+            # bytes of one element from one accumulator, in order
+            for bb in range(1, eb):
+                tb = m.heap.tags[byte0 + bb]
+                bad = acc & ~wrong & (tb != TG.with_byte(t0, TG.byte(t0) + bb))
+                if bad.any():
+                    pos = tuple(int(x) for x in np.argwhere(bad)[0])
+                    self._wit_store("wrong-element", t0[pos], byte0[pos] + bb,
+                                    f"byte {bb} of {b.name}{list(pos)} holds {self._describe(tb[pos])}",
+                                    f"byte {bb} of the accumulator of ({r[pos]}, {c[pos]})")
+                    break
+            good = acc & ~wrong
+            K = con.K
+            fullw = self._required(con, r)                              # [..., nwords]: the k's each output needs
+            kb = self.kbits[ids]                                       # [..., 4, nwords]
+            have = (kb != 0).any(axis=-1)                               # formation present
+            isfull = (kb == fullw[..., None, :]).all(axis=-1)
+            okk = have[..., 0] & isfull[..., 0] & (~have[..., 1:] | isfull[..., 1:]).all(axis=-1)
+            miss = good & ~okk
+            if miss.any():
+                pos = tuple(int(x) for x in np.argwhere(miss)[0])
+                a = int(ids[pos])
+                got = [k for k in range(K) if (int(self.kbits[a, 0, k >> 6]) >> (k & 63)) & 1]
+                need = [k for k in range(K) if (int(fullw[pos][k >> 6]) >> (k & 63)) & 1]
+                lacking = [k for k in need if k not in set(got)]
+                K = len(need)
+                cl = [n for n, h in zip(_CLASS_NAMES, have[pos]) if h and n != "A*B"]
+                self._wit_store("missing-product", t0[pos], byte0[pos],
+                                f"the accumulator of ({r[pos]}, {c[pos]}) has {len(got)} of {K} products A*B"
+                                + (f"; missing k = {_short(lacking)}" if lacking else "")
+                                + (f"; incomplete {', '.join(cl)}" if cl and not lacking else ""),
+                                f"all {K} products {con.c.lhs}[{r[pos]}][k]*{con.c.rhs}[k][{c[pos]}]")
+            if con.addend is not None:
+                noadd = good & okk & ~self.acc_add[ids]
+                if noadd.any():
+                    pos = tuple(int(x) for x in np.argwhere(noadd)[0])
+                    self._wit_store("missing-product", t0[pos], byte0[pos],
+                                    f"the accumulator of ({r[pos]}, {c[pos]}) did not start from {con.c.addend}",
+                                    f"{con.c.addend}[{r[pos]}][{c[pos]}] + the products")
+                    okk = okk & self.acc_add[ids]
+            complete += int((good & okk).sum())
+            arith += int((good & okk & (TG.deriv(t0) == TG.ARITH)).sum())
+        return {"checked": checked, "complete": complete, "through_arithmetic": arith}
+
+    def _wit_store(self, kind, tag, byte, arrived, wanted):
+        m = self.m
+        src = int(m.heap.src[byte])
+        if src >= 0:
+            ins = m.instrs[src]
+            t = int(m.heap.writer[byte]) if hasattr(m.heap, "writer") and m.heap.writer[byte] >= 0 else 0
+        else:
+            ins = m.instrs[-1] if m.instrs else None
+            t = 0
+        path = []
+        if tag is not None and int(TG.kind(tag)) == TG.ACC:
+            a = int(TG.idx(tag))
+            mi = next((i for i in m.instrs if i.line == int(self.acc_line[a])), None)
+            if mi is not None:
+                if kind == "wrong-address" and mi.line in self.acc_regs:
+                    # the operand that brought the wrong row (A) or column (B)
+                    ra, rb = self.acc_regs[mi.line]
+                    for r in (rb[0], ra[0]):
+                        for x in m.path_of(r, int(self.acc_t[a])):
+                            if x not in path:
+                                path.append(x)
+                path.append((mi.line, mi.text))
+        if src >= 0:
+            reg_ops = [o.name for o in _regs_of(ins)]
+            if reg_ops:
+                for x in m.path_of(reg_ops[0], t):
+                    if x not in path:
+                        path.append(x)
+            if (ins.line, ins.text) not in path:
+                path.append((ins.line, ins.text))
+        m.witness(kind, ins, t, "", arrived, wanted, path=path)
+
+
+def _regs_of(ins):
+    from .ptx import Reg, Vec
+    out = []
+    for o in ins.ops[1:]:
+        if isinstance(o, Reg):
+            out.append(o)
+        elif isinstance(o, Vec):
+            out += [x for x in o.items if isinstance(x, Reg)]
+    return out
+
+
+def _short(ks):
+    if len(ks) <= 8:
+        return str(ks)
+    return str(ks[:8])[:-1] + f", ... ({len(ks)} in all)]"
