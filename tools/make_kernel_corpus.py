@@ -147,26 +147,109 @@ def nvcc_ptx(src: Path, arch: str) -> str:
     return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
 
 
-# name: (source file, arch, entry, spec without the entry, computes)
-CUDA: dict[str, tuple[str, str, str, dict, str]] = {}
+# CUDA modules: module name -> (source file, arch).  One module may hold several entries.
+CUDA_MODULES = {
+    "cute_gemm_sm80": ("cute_gemm.cu", "sm_80"),
+    "cute_gemm_sm90a": ("cute_gemm.cu", "sm_90a"),
+    "wmma_sm80": ("wmma_kernels.cu", "sm_80"),
+    "wmma_sm90a": ("wmma_kernels.cu", "sm_90a"),
+    "sparse_attn_sm80": ("sparse_attn.cu", "sm_80"),
+    "sparse_attn_sm90a": ("sparse_attn.cu", "sm_90a"),
+}
 
 
-def build_cuda(name: str, cfg: tuple) -> tuple[str, dict, dict]:
-    src, arch, entry, spec, what = cfg
-    ptx = nvcc_ptx(SRC / src, arch)
-    m = re.search(r"\.entry\s+(" + re.escape(entry) + r"\S*)\(", ptx)
-    if not m:
-        raise RuntimeError(f"{name}: no .entry for {entry} in the PTX")
-    spec = dict(spec, entry=m.group(1))
-    spec = _name_params(spec, m.group(1))
-    meta = {"source": f"tools/kernel_sources/{src}::{entry}", "compiler": _tool_version("nvcc"),
-            "target": arch, "options": {"flags": "-ptx -std=c++17 --expt-relaxed-constexpr -O3 -I <cutlass>/include"},
-            "computes": what}
-    return ptx, spec, meta
+def _mm_buffers(ta, tb, tc, m, n, k, a_strides=None, b_strides=None, c_strides=None, b_shape=None):
+    bufs = [{"name": "A", "param": "#0", "type": ta, "shape": [m, k]},
+            {"name": "B", "param": "#1", "type": tb, "shape": b_shape or [k, n]},
+            {"name": "C", "param": "#2", "type": tc, "shape": [m, n]}]
+    for b, st in zip(bufs, (a_strides, b_strides, c_strides)):
+        if st:
+            b["strides"] = st
+    return bufs
+
+
+def _mm_spec(grid, block, m, n, k, bufs, contract="A @ B"):
+    return {"grid": list(grid), "block": [block, 1, 1], "shared_bytes": 0,
+            "params": {"#3": m, "#4": n, "#5": k}, "buffer": bufs, "contract": {"C": contract}}
+
+
+# kernel name -> (module, entry, spec without the entry, what it computes)
+CUDA = {
+    "cute_gemm_f16_tn_sm80": ("cute_gemm_sm80", "cute_gemm_f16_tn",
+        _mm_spec((2, 2, 1), 128, 128, 128, 64, _mm_buffers("f16", "f16", "f32", 128, 128, 64, b_shape=[128, 64]),
+                 "A @ B.T"),
+        "CuTe: C[128x128] f32 = A @ B^T, A (M,K) and B (N,K) K-major f16; 64x64x32 CTA tiles, SM80_16x8x16 atom "
+        "on 2x2 warps, cp.async into Swizzle<2,3,3> shared tiles, SM75_U32x4_LDSM_N for A and B"),
+    "cute_gemm_f16_nn_sm80": ("cute_gemm_sm80", "cute_gemm_f16_nn",
+        _mm_spec((1, 2, 1), 128, 64, 128, 96, _mm_buffers("f16", "f16", "f32", 64, 128, 96)),
+        "CuTe: C[64x128] f32 = A @ B, B (K,N) N-major staged in Swizzle<3,3,3> shared tiles and read with "
+        "SM75_U16x8_LDSM_T (ldmatrix .trans)"),
+    "cute_gemm_bf16_tn_sm80": ("cute_gemm_sm80", "cute_gemm_bf16_tn",
+        _mm_spec((2, 1, 1), 128, 128, 64, 64, _mm_buffers("bf16", "bf16", "f32", 128, 64, 64, b_shape=[64, 64]),
+                 "A @ B.T"),
+        "CuTe: C[128x64] f32 = A @ B^T in bf16, SM80_16x8x16_F32BF16BF16F32_TN, LDSM_N"),
+    "cute_gemm_f16_nn_sm90a": ("cute_gemm_sm90a", "cute_gemm_f16_nn",
+        _mm_spec((2, 1, 1), 128, 128, 64, 64, _mm_buffers("f16", "f16", "f32", 128, 64, 64)),
+        "CuTe on sm_90a (mma.sync, not wgmma): C[128x64] f32 = A @ B, ldmatrix .trans for B"),
+    "wmma_f16_smem_sm80": ("wmma_sm80", "wmma_f16_smem",
+        _mm_spec((2, 2, 1), 128, 64, 64, 64, _mm_buffers("f16", "f16", "f32", 64, 64, 64, b_strides=[1, 64])),
+        "wmma m16n16k16 f16 -> f32: A row-major, B column-major (strides [1, K]); tiles staged in shared memory "
+        "by two warps each, bar.sync, wmma.load from .shared"),
+    "wmma_f16acc_m32n8k16_sm80": ("wmma_sm80", "wmma_f16acc_m32n8k16",
+        _mm_spec((1, 4, 1), 128, 64, 64, 64, _mm_buffers("f16", "f16", "f16", 64, 64, 64, c_strides=[1, 64])),
+        "wmma m32n8k16 with an f16 accumulator, fragments from global; C stored column-major (strides [1, M])"),
+    "wmma_bf16_m8n32k16_sm80": ("wmma_sm80", "wmma_bf16_m8n32k16",
+        _mm_spec((4, 1, 1), 128, 64, 64, 64, _mm_buffers("bf16", "bf16", "f32", 64, 64, 64, a_strides=[1, 64])),
+        "wmma m8n32k16 bf16 -> f32, A column-major (strides [1, M])"),
+    "wmma_tf32_m16n16k8_sm80": ("wmma_sm80", "wmma_tf32_m16n16k8",
+        _mm_spec((2, 2, 1), 128, 64, 64, 32, _mm_buffers("f32", "f32", "f32", 64, 64, 32)),
+        "wmma m16n16k8 .tf32: f32 inputs rounded in the fragments by __float_to_tf32 (cvt.rna.tf32.f32)"),
+    "wmma_s8_acc_sm80": ("wmma_sm80", "wmma_s8_acc",
+        _mm_spec((2, 2, 1), 128, 64, 64, 64, _mm_buffers("s8", "s8", "s32", 64, 64, 64, b_strides=[1, 64]),
+                 "A @ B + C"),
+        "wmma m16n16k16 s8 -> s32, C = A @ B + C (accumulator loaded from C with wmma.load.c)"),
+    "wmma_s8_acc_sm90a": ("wmma_sm90a", "wmma_s8_acc",
+        _mm_spec((2, 2, 1), 128, 64, 64, 64, _mm_buffers("s8", "s8", "s32", 64, 64, 64, b_strides=[1, 64]),
+                 "A @ B + C"),
+        "as wmma_s8_acc_sm80, compiled for sm_90a"),
+    "wmma_f16_smem_sm90a": ("wmma_sm90a", "wmma_f16_smem",
+        _mm_spec((2, 2, 1), 128, 64, 64, 64, _mm_buffers("f16", "f16", "f32", 64, 64, 64, b_strides=[1, 64])),
+        "as wmma_f16_smem_sm80, compiled for sm_90a"),
+}
+
+_SPARSE_BUFFERS = [
+    {"name": "A", "param": "#0", "type": "f16", "shape": [32, 32], "sparse": "2:4", "metadata": "E",
+     "logical_shape": [32, 64]},
+    {"name": "E", "param": "#1", "type": "u8", "shape": [32, 16], "generate": "sparse_meta_2of4",
+     "meaning": "E[m][c]: nibble of chunk c (columns 4c..4c+3) of logical row m; idx0 = bits 1:0, idx1 = bits 3:2"},
+    {"name": "B", "param": "#2", "type": "f16", "shape": [64, 32]},
+    {"name": "C", "param": "#3", "type": "f32", "shape": [32, 32]},
+]
+_ATTN_BUFFERS = [
+    {"name": "Q", "param": "#0", "type": "f16", "shape": [64, 32]},
+    {"name": "K", "param": "#1", "type": "f16", "shape": [64, 32]},
+    {"name": "V", "param": "#2", "type": "f16", "shape": [64, 32]},
+    {"name": "S", "param": "#3", "type": "f16", "shape": [64, 64]},
+    {"name": "O", "param": "#4", "type": "f32", "shape": [64, 32]},
+]
+for _arch in ("sm80", "sm90a"):
+    CUDA[f"mma_sp_f16_{_arch}"] = (f"sparse_attn_{_arch}", "mma_sp_f16", {
+        "grid": [1, 1, 1], "block": [256, 1, 1], "shared_bytes": 0,
+        "params": {"#4": 32, "#5": 32, "#6": 64}, "buffer": _SPARSE_BUFFERS, "contract": {"C": "A @ B"}},
+        "2:4 sparse GEMM with inline mma.sp m16n8k32 f16 -> f32 (selector 0): A compressed (M, K/2), metadata "
+        "nibbles from the buffer E packed into the lanes' 32-bit e; C[32x32] = decompress(A, E) @ B")
+    CUDA[f"attn_chain_{_arch}"] = (f"sparse_attn_{_arch}", "attn_chain", {
+        "grid": [1, 1, 1], "block": [128, 1, 1], "shared_bytes": 0, "params": {},
+        "buffer": _ATTN_BUFFERS, "contract": {"S": "Q @ K.T", "O": "S @ V"}, "chained": ["S"]},
+        "attention-like chain without softmax: S = Q K^T (mma m16n8k16, f32), S rounded to f16 and packed "
+        "(cvt.rn.f16x2.f32) into the A operand of O = S V (ldmatrix .x2.trans for V); S is also stored. "
+        "'chained': the S that feeds O is the kernel's f16 S, passed in registers")
+
+_module_cache: dict[str, str] = {}
 
 
 def _name_params(spec: dict, entry: str) -> dict:
-    """'#3' -> '<mangled entry>_param_3' so the spec reads like the PTX."""
+    """'#3' -> '<entry>_param_3' so the spec reads like the PTX."""
     fix = lambda p: f"{entry}_param_{p[1:]}" if isinstance(p, str) and p.startswith("#") else p
     spec = dict(spec)
     spec["params"] = {fix(k): v for k, v in spec.get("params", {}).items()}
@@ -174,7 +257,30 @@ def _name_params(spec: dict, entry: str) -> dict:
     return spec
 
 
+def build_cuda(name: str, cfg: tuple) -> tuple[str, dict, dict]:
+    module, entry, spec, what = cfg
+    src, arch = CUDA_MODULES[module]
+    if module not in _module_cache:
+        _module_cache[module] = nvcc_ptx(SRC / src, arch)
+    ptx = _module_cache[module]
+    if not re.search(r"\.entry\s+" + re.escape(entry) + r"\(", ptx):
+        raise RuntimeError(f"{name}: no .entry {entry} in module {module}")
+    spec = _name_params(dict(spec, entry=entry), entry)
+    meta = {"source": f"tools/kernel_sources/{src}::{entry}", "compiler": _tool_version("nvcc"),
+            "target": arch, "module": module,
+            "options": {"flags": f"-ptx -arch={arch} -std=c++17 --expt-relaxed-constexpr -O3 -I <nvidia-cutlass>/include"},
+            "computes": what}
+    return ptx, spec, meta
+
+
 # ---------------------------------------------------------------- output -------------------
+
+def _entry_body(ptx: str, entry: str) -> str:
+    """The text of one .entry (from its header to the next .entry)."""
+    i = ptx.find(f".entry {entry}(")
+    j = ptx.find(".entry ", i + 1)
+    return ptx[i: j if j > 0 else len(ptx)]
+
 
 def to_toml(spec: dict) -> str:
     def val(v):
@@ -234,12 +340,14 @@ def main(argv=None) -> int:
         from formal.kernel.spec import load_spec
         toml = to_toml(spec)
         load_spec(toml)                              # every spec written must load
-        (out / f"{name}.ptx").write_text(ptx)
+        module = meta.get("module", name)
+        (out / f"{module}.ptx").write_text(ptx)
         (out / f"{name}.toml").write_text(toml)
-        meta.update(ptx=f"{name}.ptx", spec=f"{name}.toml", bench_only=name in BENCH_ONLY,
+        meta.update(ptx=f"{module}.ptx", spec=f"{name}.toml", bench_only=name in BENCH_ONLY,
                     sha256=hashlib.sha256(ptx.encode()).hexdigest(),
-                    instructions=sorted(set(re.findall(r"^\s*(?:@!?%p\d+\s+)?((?:mma|wgmma|wmma|ldmatrix|stmatrix|movmatrix)[\w.:]*)",
-                                                       ptx, re.M))))
+                    instructions=sorted(set(re.findall(
+                        r"^\s*(?:@!?%p\d+\s+)?((?:mma|wgmma|wmma|ldmatrix|stmatrix|movmatrix)[\w.:]*)",
+                        _entry_body(ptx, spec["entry"]), re.M))))
         manifest[name] = meta
         print(f"{name}: {len(ptx.splitlines())} lines, {', '.join(meta['instructions'])}")
     man_path.write_text(json.dumps(dict(sorted(manifest.items())), indent=1) + "\n")
