@@ -127,6 +127,9 @@ def import_records(src: Path) -> int:
         np.savez_compressed(d / f"{kernel}.npz", **arrs)
     for r in record["kernels"].values():
         r.pop("traceback", None)
+    smi = src / "smi.txt"                      # nvidia-smi --query-gpu=name,driver_version --format=csv
+    if smi.exists():
+        record["nvidia_driver"] = smi.read_text().strip().splitlines()[-1].split(",")[-1].strip()
     (EVIDENCE / "kernels_h100.json").write_text(json.dumps(record, indent=1) + "\n")
     print(json.dumps(record["summary"]))
     return 0
