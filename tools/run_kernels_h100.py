@@ -100,6 +100,24 @@ def main(argv=None) -> int:
             rec["error"] = f"{type(e).__name__}: {e}"
             rec["traceback"] = traceback.format_exc()[-2000:]
             print(f"{name}: ERROR {rec['error']}", flush=True)
+    # mutants: one launch each (seed 0) -- evidence that the mutation changes what the kernel computes
+    mm = CORPUS / "mutants" / "manifest.json"
+    if mm.exists() and not args.only:
+        record["mutants"] = {}
+        for name, m in json.loads(mm.read_text())["mutants"].items():
+            try:
+                spec = load_spec(CORPUS / manifest[m["kernel"]]["spec"])
+                ptx = (CORPUS / "mutants" / m["ptx"]).read_text()
+                inputs = corpus_inputs(spec, 0)
+                outs = {k: v.copy() for k, v in inputs.items()} if args.dry_run else launch(ptx, spec, inputs)
+                base = record["kernels"][m["kernel"]]["launches"][0]["outputs_sha256"]
+                record["mutants"][name] = {
+                    "kernel": m["kernel"], "line": m["line"],
+                    "outputs_equal_kernel": all(sha(outs[k]) == h for k, h in base.items()),
+                    "contract_rel_error": contract_reference(spec, inputs, outs)}
+            except Exception as e:
+                record["mutants"][name] = {"kernel": m["kernel"], "error": f"{type(e).__name__}: {e}"}
+            print(f"mutant {name}: {record['mutants'][name]}", flush=True)
     ks = record["kernels"].values()
     record["summary"] = {"kernels": len(record["kernels"]), "errors": sum("error" in k for k in ks),
                          "launches": sum(len(k["launches"]) for k in ks),
