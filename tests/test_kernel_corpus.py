@@ -194,6 +194,22 @@ def test_h100_records_are_complete_and_sane():
 
 
 @needs_records
+def test_h100_mutants_change_the_result():
+    """Silicon agrees the mutants are wrong: every non-barrier mutant breaks a contract on the H100.
+
+    A removed barrier is a data race; the GPU may still show the right values (it did for two of
+    the three), which is why races are judged by the checker, not by a run."""
+    muts = RECORDS["mutants"]
+    assert set(muts) == set(MUTANT_MANIFEST)
+    for name, r in muts.items():
+        assert "error" not in r, (name, r)
+        if MUTANT_MANIFEST[name]["kind"] == "barrier":
+            continue
+        assert not r["outputs_equal_kernel"], name
+        assert max(r["contract_rel_error"].values()) > 0.05, (name, r)
+
+
+@needs_records
 @pytest.mark.parametrize("name", [n for n in MANIFEST if n != "bench_f16_gemm512"])
 def test_h100_arrays_match_record_and_inputs_regenerate(name):
     _, spec, _ = corpus(name)

@@ -148,7 +148,13 @@ def import_records(src: Path) -> int:
     smi = src / "smi.txt"                      # nvidia-smi --query-gpu=name,driver_version --format=csv
     if smi.exists():
         record["nvidia_driver"] = smi.read_text().strip().splitlines()[-1].split(",")[-1].strip()
-    (EVIDENCE / "kernels_h100.json").write_text(json.dumps(record, indent=1) + "\n")
+    old = EVIDENCE / "kernels_h100.json"
+    if old.exists():                           # a repeat run: are the outputs the same bits?
+        prev = json.loads(old.read_text())
+        if prev["date"] != record["date"]:
+            shas = lambda r: {k: [l["outputs_sha256"] for l in v["launches"]] for k, v in r["kernels"].items()}
+            record["repeat_of"] = {"date": prev["date"], "identical_outputs": shas(prev) == shas(record)}
+    old.write_text(json.dumps(record, indent=1) + "\n")
     print(json.dumps(record["summary"]))
     return 0
 
