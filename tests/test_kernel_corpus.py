@@ -189,11 +189,19 @@ def test_mutants_cover_the_issue():
 needs_records = pytest.mark.skipif(RECORDS is None, reason="no H100 records (proofs/evidence/kernels_h100.json)")
 
 
+# added after the device session: no H100 record yet (tools/run_kernels_h100.py records them);
+# their `run` is cross-checked against the float64 contract instead
+NOT_ON_H100 = {"tri_bmm_f16_sm80_w4", "tri_addmm_bf16_sm90_w2"}
+
+
 @needs_records
 def test_h100_records_are_complete_and_sane():
     recs = RECORDS["kernels"]
     assert "H100" in RECORDS["gpu"] and RECORDS["summary"]["errors"] == 0
+    assert set(MANIFEST) - set(recs) <= NOT_ON_H100
     for name, meta in MANIFEST.items():
+        if name not in recs:
+            continue
         r = recs[name]
         assert r["ptx_sha256"] == meta["sha256"], name        # the records are of this PTX
         assert len(r["launches"]) == len(RECORDS["seeds"]) >= 2
@@ -219,7 +227,7 @@ def test_h100_mutants_change_the_result():
 
 
 @needs_records
-@pytest.mark.parametrize("name", [n for n in MANIFEST if n != "bench_f16_gemm512"])
+@pytest.mark.parametrize("name", [n for n in MANIFEST if n != "bench_f16_gemm512" and n not in NOT_ON_H100])
 def test_h100_arrays_match_record_and_inputs_regenerate(name):
     _, spec, _ = corpus(name)
     arrs = np.load(EVIDENCE / "kernels_h100" / f"{name}.npz")
@@ -230,16 +238,26 @@ def test_h100_arrays_match_record_and_inputs_regenerate(name):
             assert sha(arrs[f"{launch['seed']}_{out}"]) == h
 
 
+def _run_cases():
+    for name in MANIFEST:
+        if name in UNSUPPORTED or name in NOT_ON_H100:
+            continue
+        for seed in (0, 1):          # the second seed, and the goal kernels, in the slow suite
+            slow = seed or name in HEAVY
+            yield pytest.param(name, seed, marks=pytest.mark.slow) if slow else (name, seed)
+
+
 @needs_records
-@pytest.mark.parametrize("name", [n for n in KERNELS if (n.values[0] if hasattr(n, "values") else n)
-                                  not in UNSUPPORTED])
-def test_run_matches_h100_bit_for_bit(name):
+@pytest.mark.parametrize("name,seed", list(_run_cases()))
+def test_run_matches_h100_bit_for_bit(name, seed):
     kernel = engine("parse_module", "run")
     ptx, spec, _ = corpus(name)
     mod = kernel.parse_module(ptx, path=name)
     npz = EVIDENCE / "kernels_h100" / f"{name}.npz"
     arrs = np.load(npz) if npz.exists() else None
     for launch in RECORDS["kernels"][name]["launches"]:
+        if launch["seed"] != seed:
+            continue
         out = kernel.run(mod, spec, corpus_inputs(spec, launch["seed"]), arch="sm_90")
         for k, h in launch["outputs_sha256"].items():
             got = np.asarray(out[k]).astype(raw_dtype(spec.buffer(k).type)).reshape(spec.buffer(k).shape)
@@ -248,6 +266,16 @@ def test_run_matches_h100_bit_for_bit(name):
                 diff = np.argwhere(got != want)
                 assert not diff.size, (name, launch["seed"], k, len(diff), tuple(diff[0]))
             assert sha(got) == h, (name, launch["seed"], k)
+
+
+@pytest.mark.parametrize("name", sorted(NOT_ON_H100))
+def test_run_satisfies_contract_without_h100_record(name):
+    kernel = engine("parse_module", "run")
+    ptx, spec, _ = corpus(name)
+    inputs = corpus_inputs(spec, 0)
+    out = kernel.run(kernel.parse_module(ptx, path=name), spec, inputs, arch="sm_90")
+    for c, err in contract_reference(spec, inputs, out).items():
+        assert err < 1e-5, (name, c, err)                  # f32 outputs of f16/bf16 products
 
 
 def test_doc_examples(monkeypatch):

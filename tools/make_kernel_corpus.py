@@ -125,6 +125,55 @@ def build_triton(name: str, cfg: tuple) -> tuple[str, dict, dict]:
     return ptx, spec, meta
 
 
+# name: (cc, in type, out type, batch, M, N, K, BM, BN, BK, warps, add C)  -- triton_bmm.py
+TRITON_BMM = {
+    "tri_bmm_f16_sm80_w4": (80, "f16", "f32", 3, 64, 64, 64, 32, 64, 32, 4, 0),
+    "tri_addmm_bf16_sm90_w2": (90, "bf16", "f32", 1, 64, 64, 64, 32, 32, 32, 2, 1),
+}
+
+
+def build_triton_bmm(name: str, cfg: tuple) -> tuple[str, dict, dict]:
+    _triton_env()
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    sys.path.insert(0, str(SRC))
+    import triton_bmm
+
+    cc, ti, to, nb, m, n, k, bm, bn, bk, nw, add = cfg
+    sig = {"a_ptr": "*" + _TT[ti], "b_ptr": "*" + _TT[ti], "c_ptr": "*fp32", "d_ptr": "*" + _TT[to],
+           "M": "i32", "N": "i32", "K": "i32"}
+    cx = dict(SAB=m * k, SAM=k, SAK=1, SBB=k * n, SBK=n, SBN=1, SCB=m * n, SCM=n, SCN=1, BM=bm, BN=bn, BK=bk,
+              ADD=bool(add))
+    for c in cx:
+        sig[c] = "constexpr"
+    attrs = {(i,): [["tt.divisibility", 16]] for i in range(4)}
+    comp = triton.compile(ASTSource(fn=triton_bmm.bmm, signature=sig, constexprs=cx, attrs=attrs),
+                          target=GPUTarget("cuda", cc, 32),
+                          options={"num_warps": nw, "num_stages": 2, "ptx_version": PTX_VERSION})
+    e = comp.metadata.name
+    batched = nb > 1
+    shp = (lambda r, c: [nb, r, c]) if batched else (lambda r, c: [r, c])
+    bufs = [{"name": "A", "param": f"{e}_param_0", "type": ti, "shape": shp(m, k)},
+            {"name": "B", "param": f"{e}_param_1", "type": ti, "shape": shp(k, n)}]
+    if add:
+        bufs.append({"name": "C", "param": f"{e}_param_2", "type": "f32", "shape": shp(m, n)})
+    bufs.append({"name": "D", "param": f"{e}_param_3", "type": to, "shape": shp(m, n)})
+    spec = {"entry": e, "grid": [m // bm, n // bn, nb], "block": [32 * nw, 1, 1],
+            "shared_bytes": int(comp.metadata.shared),
+            "params": {f"{e}_param_4": m, f"{e}_param_5": n, f"{e}_param_6": k},
+            "buffer": bufs, "contract": {"D": "A @ B + C" if add else "A @ B"}}
+    what = (f"{'batched (' + str(nb) + ') ' if batched else ''}D = A @ B{' + C' if add else ''}, {ti} -> {to}, "
+            f"M=N={m}, K={k}; tile {bm}x{bn}x{bk}, {nw} warps; batch = program_id(2)")
+    meta = {"source": "tools/kernel_sources/triton_bmm.py::bmm", "compiler": f"triton {triton.__version__}",
+            "ptxas": _tool_version(os.environ.get("TRITON_PTXAS_PATH", "ptxas")),
+            "target": f"sm_{cc}{'a' if cc >= 90 else ''}", "options": {"num_warps": nw, "num_stages": 2,
+            "ptx_version": PTX_VERSION, "constexprs": {k2: str(v) for k2, v in cx.items()}},
+            "computes": what}
+    return comp.asm["ptx"], spec, meta
+
+
 def _tool_version(tool: str) -> str:
     try:
         out = subprocess.run([tool, "--version"], capture_output=True, text=True, check=True).stdout
@@ -325,7 +374,8 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     man_path = out / "manifest.json"
     manifest = json.loads(man_path.read_text()) if man_path.exists() else {}
-    jobs = [(n, build_triton, c) for n, c in TRITON.items()] + [(n, build_cuda, c) for n, c in CUDA.items()]
+    jobs = ([(n, build_triton, c) for n, c in TRITON.items()] + [(n, build_triton_bmm, c) for n, c in TRITON_BMM.items()]
+            + [(n, build_cuda, c) for n, c in CUDA.items()])
     failed = []
     for name, build, cfg in jobs:
         if args.only and name not in args.only:
