@@ -287,3 +287,17 @@ def test_doc_examples(monkeypatch):
     assert len(test.examples) >= 5
     r = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE).run(test)
     assert r.failed == 0
+
+
+def test_launcher_lays_out_strided_buffers():
+    """formal/hw/kernel_launch places element (i, j) at i*s0 + j*s1 and reads it back from there."""
+    from formal.hw.kernel_launch import _memory_image, _offsets
+    _, spec, _ = corpus("wmma_f16acc_m32n8k16_sm80")        # C is column-major: strides [1, M]
+    c = spec.buffer("C")
+    assert c.strides == (1, 64)
+    arr = np.arange(64 * 64, dtype=np.uint16).reshape(64, 64)
+    mem = _memory_image(c, arr)
+    assert mem[3 * 1 + 5 * 64] == arr[3, 5] and mem[5 * 64] == arr[0, 5]
+    assert np.array_equal(mem[_offsets(c)], arr)
+    entry, params = entry_params((CORPUS / MANIFEST["tri_f16_f32acc_sm80_w4"]["ptx"]).read_text(), "mm")
+    assert params[:4] == [("mm_param_0", "u64"), ("mm_param_1", "u64"), ("mm_param_2", "u64"), ("mm_param_3", "u32")]
