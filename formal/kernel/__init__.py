@@ -18,23 +18,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .legality import Finding
 from .machine import Witness
 from .ptx import Module, PTXSyntaxError, Unsupported, parse_module
 from .spec import Buffer, Contract, KernelSpec, SpecError, load_spec, make_inputs, raw_dtype  # noqa: F401
 
 __all__ = ["parse_module", "lint", "check", "run", "Module", "Finding", "CheckResult", "Witness", "PTXSyntaxError",
            "Unsupported", "SpecError", "load_spec", "make_inputs", "raw_dtype", "KernelSpec"]
-
-
-@dataclass
-class Finding:
-    line: int
-    instruction: str
-    legal: bool
-    reasons: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict:
-        return {"line": self.line, "instruction": self.instruction, "legal": self.legal, "reasons": self.reasons}
 
 
 @dataclass

@@ -8,7 +8,20 @@ ptxas 13.0 for the sm_75/sm_90 forms) must hold.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from .ptx import Module, Unsupported
+
+
+@dataclass
+class Finding:
+    line: int
+    instruction: str
+    legal: bool
+    reasons: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"line": self.line, "instruction": self.instruction, "legal": self.legal, "reasons": self.reasons}
 
 _MATRIX_MOVES = ("ldmatrix", "stmatrix", "movmatrix")
 _OUT_OF_SCOPE = ("wgmma", "tcgen05")
@@ -20,7 +33,6 @@ def _ver(v: str) -> tuple[int, int]:
 
 
 def lint_module(mod: Module) -> list:
-    from . import Finding
     from .. import catalog
     out = []
     target = mod.target
@@ -50,7 +62,6 @@ def lint_module(mod: Module) -> list:
 
 
 def _move_finding(ins, tgt, version, target):
-    from . import Finding
     from ..transform.spaces import TransformError
     from ..transform.steps import make_step
     try:
