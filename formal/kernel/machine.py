@@ -25,14 +25,7 @@ from . import values as V
 from .ptx import Addr, Function, Imm, Instr, Module, Pair, Reg, Sym, Unsupported, Vec
 from .spec import KernelSpec, SpecError, raw_dtype
 
-U64 = np.uint64
-GLOBAL_BASE = 1 << 40           # global buffers live here (generic = global addresses)
-SHARED_WINDOW = 1 << 46         # generic address of shared offset 0
-LOCAL_WINDOW = 3 << 45          # generic address of local offset 0
-PARAM_BASE = 1 << 44            # addresses of kernel parameters (mov %rd, param)
-GAP = 4096                      # unmapped bytes between buffers
-
-_TYPES = set(V.INT_TYPES) | set(V.FLOAT_TYPES) | {"f16x2", "bf16x2", "pred", "e4m3x2", "e5m2x2"}
+from .values import GAP, GLOBAL_BASE, LOCAL_WINDOW, PARAM_BASE, SHARED_WINDOW, U64, _TYPES, _type_of  # noqa: F401
 
 
 class KernelError(Exception):
@@ -67,11 +60,6 @@ class Witness:
         if self.path:
             s += "\n  path:\n" + "\n".join(f"    line {a}: {b}" for a, b in self.path)
         return s
-
-
-def _type_of(parts: list[str]) -> str | None:
-    ts = [p for p in parts[1:] if p in _TYPES]
-    return ts[-1] if ts else None
 
 
 class Region:

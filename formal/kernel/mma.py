@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .machine import U64
+from .values import U64
 from .ptx import Imm, Reg, Unsupported, Vec
 
 

@@ -189,7 +189,7 @@ def _term_of(m, ins, tids, lane, depth):
         src = _sext(ops[0], _bits_of(st)) if st.startswith("s") else _mask(ops[0], _bits_of(st))
         return _mask(src, _bits_of(dt))
     if h == "cvta":
-        from .machine import LOCAL_WINDOW, SHARED_WINDOW
+        from .values import LOCAL_WINDOW, SHARED_WINDOW
         space = next((x for x in parts if x in ("shared", "local", "global")), None)
         base = {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW, "global": 0}.get(space)
         if base is None:

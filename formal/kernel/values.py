@@ -391,3 +391,19 @@ def cvt(dt: str, st: str, rnd: str | None, bits, sat=False, relu=False, ftz=Fals
             r = np.clip(np.nan_to_num(f(x), nan=0.0), lo, hi)        # float -> int saturates; NaN -> 0
         return from_int(r.astype(np.int64) if dt.startswith("s") or dw < 64 else r.astype(U64), dw)
     raise NotImplementedError(f"cvt.{dt}.{st}")
+
+
+# address windows of the interpreter's flat memory, and the value type of an opcode
+U64 = np.uint64
+GLOBAL_BASE = 1 << 40           # global buffers live here (generic = global addresses)
+SHARED_WINDOW = 1 << 46         # generic address of shared offset 0
+LOCAL_WINDOW = 3 << 45          # generic address of local offset 0
+PARAM_BASE = 1 << 44            # addresses of kernel parameters (mov %rd, param)
+GAP = 4096                      # unmapped bytes between buffers
+
+_TYPES = set(INT_TYPES) | set(FLOAT_TYPES) | {"f16x2", "bf16x2", "pred", "e4m3x2", "e5m2x2"}
+
+
+def _type_of(parts: list[str]) -> str | None:
+    ts = [p for p in parts[1:] if p in _TYPES]
+    return ts[-1] if ts else None

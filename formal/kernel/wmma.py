@@ -16,7 +16,7 @@ from functools import lru_cache
 import numpy as np
 
 from . import tags as TG
-from .machine import U64
+from .values import U64
 from .ptx import Imm, Reg, Unsupported, Vec
 
 _MATRIX_TYPE = {"a": "atype", "b": "btype", "c": "ctype", "d": "dtype"}
@@ -99,7 +99,7 @@ def _regs(op, ins):
 
 
 def wmma(m, p, ins, exe, gw, thread_ids):
-    from .execute import _read_bytes, _write_bytes, addresses, _space
+    from .memory import _read_bytes, _write_bytes, addresses, _space
     form = ins.form
     fam = form.family
     tids = thread_ids(m, gw)
