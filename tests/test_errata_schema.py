@@ -42,8 +42,9 @@ def test_citations_are_versioned(e):
             assert c["section_from_9_4"] is None
 
 
-SILICON_LIKE = [e for e in ES if not e.is_reading and (e.source == "silicon" or (
-    e.source == "wmma memory" and e.severity in ("trap", "silent-wrong-result")))]
+# silicon findings, and every entry where code silently computes something else or traps
+SILICON_LIKE = [e for e in ES if not e.is_reading and (e.source == "silicon" or e.severity in ("trap", "silent-wrong-result"))
+                and e.id != "E-SP-SEL-K32-F16F32"]      # its witness is S-SP-SELECTOR-OOB-TRAP's
 
 
 @pytest.mark.parametrize("e", SILICON_LIKE, ids=[e.id for e in SILICON_LIKE])
@@ -54,7 +55,7 @@ def test_silicon_entries_have_a_minimal_witness(e):
     form = cat.parse(w["ptx"].split()[0])
     assert form.family in cat.FAMILIES
     assert "0x" in w["observed"] or "CUDA" in w["observed"] or "reading" in w["observed"] or "rows" in w["observed"] \
-        or "cuda" in w["observed"].lower() or "layout" in w["observed"]
+        or "cuda" in w["observed"].lower() or "layout" in w["observed"] or "SASS" in w["observed"] or "MMA" in w["observed"]
 
 
 def test_probe_witnesses_are_the_recorded_observations():
