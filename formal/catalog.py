@@ -14,6 +14,17 @@ PTX ISA section it comes from.  ``forms(target, ptx, family)`` enumerates the do
 forms (the product of each syntax block, filtered by the prose constraints and, when a
 target is given, by the target/PTX requirements), each with its register operands.
 
+``parse_instruction(line)`` reads a whole instruction the way ptxas does: the qualifier
+orders ptxas accepts (``specs/spelling.toml``; a legal spelling in another order than the
+text's is legal with a note), the operand count, the register-vector sizes of the form's
+fragments and the immediates as PTX constant expressions (``const_expr``); a bad line raises
+:class:`MalformedOpcode` (exit 2), an immediate out of range is a reason of ``legality``
+(exit 1)::
+
+    >>> parse_instruction("mma.sp.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+    ...                   "{%f0,%f1,%f2,%f3}, {%r0,%r1}, {%r2,%r3}, {%f4,%f5,%f6,%f7}, %r4, 0x1")[1]
+    {'sel': 1}
+
 Legality is decided in the order Sail uses: syntax first (is this a documented
 spelling?), then the prose constraints, then target and PTX version, then the operand
 immediates (sparsity selector, block-scale selectors).
@@ -471,7 +482,7 @@ def parse(opcode: str) -> Form:
     head = toks[0]
     if head not in ("mma", "wmma"):
         raise _malformed(op, head, "unknown instruction", ["mma", "wmma"])
-    vocab = _vocab()
+    vocab = _vocab_cached()
     ax: dict[str, Any] = {"sync": False, "aligned": False}
     rest: list[str]
     if head == "mma":
@@ -1143,8 +1154,10 @@ def _selector_reasons(form: Form, sel: int | None, scale_a, scale_b) -> list[Rea
             vals = list(r.data["values"]) if r else [0, 1, 2, 3]
             if sel not in vals:
                 allowed = ", ".join(map(str, vals))
-                out.append(Reason(f"sparsity selector {sel} is out of range for {form.shape} (allowed {allowed})",
-                                  r.section if r else "9.7.14.6.1", "selector", r.data.get("text", "") if r else ""))
+                msg = f"sparsity selector {sel} is out of range for {form.shape} (allowed {allowed})"
+                if r and r.data.get("note_when") and _formula(r.data["note_when"]).eval(form.env()):
+                    msg += f"; {r.data['note']}"
+                out.append(Reason(msg, r.section if r else "9.7.14.6.1", "selector", r.data.get("text", "") if r else ""))
     for name, pair in (("a", scale_a), ("b", scale_b)):
         if pair is None:
             continue

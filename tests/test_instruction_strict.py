@@ -261,3 +261,16 @@ def test_random_qualifier_orders_agree_with_ptxas():
                 disagree += 1
                 print("DISAGREE", t, ln.split()[0], got, v.messages[:1])
     assert compared >= 300 and disagree == 0
+
+
+def test_docstring_examples():
+    import doctest
+    res = doctest.testmod(cat)
+    assert res.attempted >= 4 and res.failed == 0
+
+
+def test_selector_2_cites_the_ptxas_and_silicon_errata():
+    res = cat.legality(SP, "sm_90", "8.5", sel=2)
+    assert not res.ok and "E-SP-SEL-K32-F16F32" in res.reasons[0].message and "S-SP-SELECTOR-OOB-TRAP" in res.reasons[0].message
+    res = cat.legality(SP.replace("f32.f16.f16.f32", "f32.bf16.bf16.f32"), "sm_90", "8.5", sel=2)
+    assert not res.ok and "E-SP-SEL" not in res.reasons[0].message      # ptxas enforces [0..1] for bf16

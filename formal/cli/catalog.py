@@ -95,7 +95,8 @@ def register(sub) -> None:
     p = sub.add_parser("check", help="is an instruction legal on a target? (exit 0 legal, 1 illegal, 2 malformed)",
                        description="Decide whether OPCODE is legal on --target with PTX ISA --ptx, with every reason.")
     p.add_argument("opcode", help="full opcode, e.g. mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                                  "(a whole instruction with operands is accepted too)")
+                                  "(a whole instruction with operands is checked as ptxas checks it: operand "
+                                  "count, register-vector sizes, immediates as constant expressions)")
     p.add_argument("--target", "-t", default="sm_90", help="target, e.g. sm_80, sm_90a, sm_120a, sm_120f (default sm_90)")
     p.add_argument("--ptx", default="9.0", help="PTX ISA version (default 9.0)")
     p.add_argument("--sel", type=lambda s: int(s, 0), default=None, help="sparsity selector immediate (mma.sp)")
