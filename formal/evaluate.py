@@ -104,7 +104,7 @@ def evaluate(opcode: str | Form, a, b, c, e=None, sel: int | None = None, arch: 
         e = np.asarray(e, dtype=np.uint32).reshape(T, 32)
         vals, kidx = metadata.gather_terms(form, a, e, sel)        # [T, M, K/2] each, hardware order
         M, N, _ = form.mnk
-        bt = np.take_along_axis(B[:, None, :, :], kidx[..., None].astype(np.int64), axis=2)   # [T, M, K/2, N]
+        bt = B[np.arange(B.shape[0])[:, None, None], kidx.astype(np.int64)]     # [T, M, K/2, N]: rows of B
         at = np.broadcast_to(vals[..., None], bt.shape)
         D = numerics.dot_terms(np.moveaxis(at, 3, 2), np.moveaxis(bt, 3, 2), C, **kw)       # [T, M, N]
     else:
@@ -156,7 +156,7 @@ def evaluate_matrices(opcode: str | Form, A, B, C, arch: str = "sm_90", scale_a=
         from . import metadata
 
         vals, kidx = metadata.sparse_terms(form, A)                 # [T, M, K/2] hardware order
-        bt = np.take_along_axis(B[:, None, :, :], kidx[..., None].astype(np.int64), axis=2)
+        bt = B[np.arange(B.shape[0])[:, None, None], kidx.astype(np.int64)]
         at = np.broadcast_to(vals[..., None], bt.shape)
         return numerics.dot_terms(np.moveaxis(at, 3, 2), np.moveaxis(bt, 3, 2), C, **kw)
     return numerics.mma_matrices(A, B, C, **kw)

@@ -538,9 +538,63 @@ def from_float64(values, fmt, mode: str = "rn", **kw) -> np.ndarray:
 
 
 def convert(codes, src, dst, mode: str = "rn", **kw) -> np.ndarray:
-    """Exact re-encoding of ``src`` codes into ``dst`` (NaN/Inf carried, NaN canonical)."""
-    d = decode(codes, src)
+    """Exact re-encoding of ``src`` codes into ``dst`` (NaN/Inf carried, NaN canonical).
+
+    A source with at most 2**16 encodings converts through a table of every code's result
+    (the same ``encode``, once per code), gathered on the array with its broadcast axes
+    collapsed: a broadcast view is converted once per distinct element, not per position.
+    """
+    f = get_format(src)
+    x = np.asarray(codes)
+    if f.field_bits <= 16 and x.dtype.kind in "ui" and all(isinstance(v, (int, str, bool, type(None)))
+                                                           for v in kw.values()):
+        small = x[tuple(slice(0, 1) if (st == 0 and n > 1) else slice(None) for st, n in zip(x.strides, x.shape))]
+        if f.ignored_low_bits:
+            small = small >> f.ignored_low_bits
+        if small.dtype.itemsize * 8 > f.field_bits or small.dtype.kind == "i":
+            small = small & ((1 << f.field_bits) - 1)
+        lut = _convert_table(f.name, get_format(dst).name, mode, tuple(sorted(kw.items())))
+        return np.broadcast_to(lut[small], x.shape)
+    d = decode(x, f)
     return encode(d.neg, d.sig, d.lsb, dst, mode, nan=d.nan, inf=d.inf, **kw)
+
+
+def decode_converted(codes, src, dst, mode: str = "rn") -> Decoded:
+    """``decode(convert(codes, src, dst, mode), dst)`` for a source with at most 2**16
+    encodings, in one step: a decode table indexed by the *source* code (each field of
+    ``dst``'s table gathered through the conversion table once per source code), so an
+    fp8 -> f16 emulation gathers from 256-entry tables instead of converting every
+    element and gathering from 65,536-entry ones."""
+    f = get_format(src)
+    x = np.asarray(codes)
+    if f.field_bits > 16 or x.dtype.kind not in "ui" or get_format(dst).field_bits > 16:
+        return decode(convert(x, src, dst, mode), dst)
+    if f.ignored_low_bits:
+        x = x >> f.ignored_low_bits
+    if x.dtype.itemsize * 8 > f.field_bits or x.dtype.kind == "i":
+        x = x & ((1 << f.field_bits) - 1)
+    return Decoded(get_format(dst), idx=x, table=_composed_table(f.name, get_format(dst).name, mode))
+
+
+@functools.lru_cache(maxsize=None)
+def _composed_table(src: str, dst: str, mode: str) -> dict:
+    fd = get_format(dst)
+    lut = _convert_table(src, dst, mode, ())
+    idx = (lut >> fd.ignored_low_bits) & ((1 << fd.field_bits) - 1)
+    t = {n: (v[idx] if isinstance(v, np.ndarray) else v) for n, v in _table(dst).items()}
+    t["any_special"] = bool(np.any(t["special"]))
+    for v in t.values():
+        if isinstance(v, np.ndarray):
+            v.setflags(write=False)
+    return t
+
+
+@functools.lru_cache(maxsize=None)
+def _convert_table(src: str, dst: str, mode: str, kw: tuple) -> np.ndarray:
+    d = decode(all_codes(src), src)
+    t = encode(d.neg, d.sig, d.lsb, dst, mode, nan=d.nan, inf=d.inf, **dict(kw))
+    t.setflags(write=False)
+    return t
 
 
 def all_codes(fmt) -> np.ndarray:
