@@ -7,7 +7,11 @@ Python loops are over blocks / groups / FMA steps (at most K of them).
 """
 from __future__ import annotations
 
-import numpy as np
+import math
+
+import numpy
+
+from .xp import backend, like, module_for, np, on_host, to_host
 
 from . import block as B
 from .archs import get_model
@@ -16,12 +20,14 @@ from .params import BlockFMA, Emulated, ExactRound, FmaChain, FmaPipe, IntegerDo
 
 #: products per chunk: keeps the [K, chunk] temporaries inside the CPU caches
 CHUNK_TERMS = 1 << 20
+#: products per chunk on a GPU (kernel launches amortised; ~10 temporaries of 8 bytes each)
+DEVICE_CHUNK_TERMS = 1 << 26
 #: the f64 chain holds ~20 live [chunk] temporaries per FMA step: smaller chunks stay in L2
 _CHUNK: dict = {}
 
 def dot_terms(a, b, c, *, atype, btype, ctype, dtype, arch="sm_90", satfinite=False,
               bitop=None, rounding=None, kind=None, scale_a=None, scale_b=None, stype=None,
-              shape=None, sparse=False, scale_vec=None):
+              shape=None, sparse=False, scale_vec=None, device=None):
     """D = A·B + C for one output element per batch position, bit-exact per ``arch``.
 
     a, b: uint arrays [..., K] of element encodings (right-aligned: an e2m1 is 0..15, a
@@ -36,7 +42,18 @@ def dot_terms(a, b, c, *, atype, btype, ctype, dtype, arch="sm_90", satfinite=Fa
     model has one (sm_90 ``m8n8k4`` .f16 runs on the FMA pipe, not the tensor core), so
     pass it whenever the instruction is known.  arch: a name in ``MODELS`` or an ArchModel.
     Returns d [...] as uint in dtype encoding (uint16 f16, uint32 f32/s32, uint64 f64).
+    device: None/"cpu" (numpy) or "cuda": the same code on CuPy arrays (:mod:`.xp`); the
+    result is a CuPy array when an input was one, else copied back to numpy.
     """
+    if device not in (None, "cpu"):
+        xp = module_for(device)
+        back = not any(hasattr(x, "__cuda_array_interface__") for x in (a, b, c))
+        put = lambda x: None if x is None else xp.asarray(x)  # noqa: E731
+        with backend(xp):
+            out = dot_terms(put(a), put(b), put(c), atype=atype, btype=btype, ctype=ctype, dtype=dtype, arch=arch,
+                            satfinite=satfinite, bitop=bitop, rounding=rounding, kind=kind, scale_a=put(scale_a),
+                            scale_b=put(scale_b), stype=stype, shape=shape, sparse=sparse, scale_vec=scale_vec)
+        return to_host(out) if back else out
     model = get_model(arch)
     atype, btype, ctype, dtype = (str(t).lstrip(".") for t in (atype, btype, ctype, dtype))
     scaled = scale_a is not None or scale_b is not None
@@ -74,8 +91,8 @@ def dot_terms(a, b, c, *, atype, btype, ctype, dtype, arch="sm_90", satfinite=Fa
     perm = [i for i in range(nb) if i != inner] + [inner]
     ops = [None if x is None else x.transpose(perm + list(range(nb, x.ndim))) for x in ops]
     n_in = batch[inner]
-    total = int(np.prod(batch)) * max(K, 1)
-    chunk = _CHUNK.get(type(p), CHUNK_TERMS)
+    total = math.prod(batch) * max(K, 1)
+    chunk = _CHUNK.get(type(p), CHUNK_TERMS) if on_host() else DEVICE_CHUNK_TERMS
     step = n_in if total <= chunk else max(1, chunk * n_in // total)
     outs = []
     for i in range(0, n_in, step):
@@ -84,7 +101,7 @@ def dot_terms(a, b, c, *, atype, btype, ctype, dtype, arch="sm_90", satfinite=Fa
         outs.append(np.asarray(run(*part, p, ctx)))
     out = outs[0] if len(outs) == 1 else np.concatenate(outs, axis=nb - 1)
     out = np.broadcast_to(out, tuple(batch[i] for i in perm))
-    return np.ascontiguousarray(out.transpose(np.argsort(perm)))
+    return np.ascontiguousarray(out.transpose(tuple(int(i) for i in numpy.argsort(perm))))
 
 
 def _compact(x):
@@ -108,6 +125,17 @@ def mma_matrices(A, B, C, **kw):
 
     Optional ``scale_a`` [T,M,K] and ``scale_b`` [T,K,N] (already expanded per k).
     """
+    if kw.get("device") not in (None, "cpu"):
+        xp = module_for(kw["device"])
+        back = not any(hasattr(x, "__cuda_array_interface__") for x in (A, B, C))
+        kw = dict(kw, device=None)
+        for s in ("scale_a", "scale_b"):
+            if kw.get(s) is not None:
+                kw[s] = xp.asarray(kw[s])
+        with backend(xp):
+            out = mma_matrices(xp.asarray(A), xp.asarray(B), xp.asarray(C), **kw)
+        return to_host(out) if back else out
+    kw.pop("device", None)
     A = np.asarray(A)
     Bm = np.asarray(B)
     a = A[..., :, None, :]                      # [T, M, 1, K]
@@ -449,8 +477,17 @@ def fma_f64_codes(a, b, c, mode="rn", nan_code=None):
             out[i] = np.where(nan, np.uint64(nan_code if nan_code is not None else 0x7FFFFFFFFFFFFFFF), r)
     if np.any(slow):
         j = np.flatnonzero(slow)
-        out[j] = fma_f64(decode(a[j], "f64"), decode(b[j], "f64"), decode(c[j], "f64"), mode, nan_code)
+        out[j] = _exact_fma(a[j], b[j], c[j], mode, nan_code)
     return out.reshape(shape)
+
+
+def _exact_fma(a, b, c, mode, nan_code):
+    """fma_f64 on codes; Python integers live on the host, so device arrays go there and back."""
+    if on_host():
+        return fma_f64(decode(a, "f64"), decode(b, "f64"), decode(c, "f64"), mode, nan_code)
+    with backend(numpy):
+        r = fma_f64(decode(to_host(a), "f64"), decode(to_host(b), "f64"), decode(to_host(c), "f64"), mode, nan_code)
+    return np.asarray(r)
 
 
 def _fma_scaled(fa, fb, fc, mode):
@@ -512,7 +549,7 @@ def _fma_step_direct(ak, bk, acc, mode, batch):
             if len(j[0]):
                 out = out.copy()
                 A, B, C = (np.broadcast_to(np.asarray(x, np.uint64), batch)[j] for x in (ak, bk, acc))
-                out[j] = fma_f64(decode(A, "f64"), decode(B, "f64"), decode(C, "f64"), mode, None)
+                out[j] = _exact_fma(A, B, C, mode, None)
     return out
 
 
@@ -638,12 +675,12 @@ def _run_int(a, b, c, sa, sb, p: IntegerDot, ctx):
     return encode_int(np.broadcast_to(total, batch), ctx["dtype"], saturate=bool(ctx["satfinite"]))
 
 
-_POPC8 = np.array([bin(i).count("1") for i in range(256)], np.uint8)
+_POPC8 = numpy.array([bin(i).count("1") for i in range(256)], np.uint8)
 
 
 def _popcount8(x):
     """Set bits of each uint8 (numpy >= 2's bitwise_count, else a table)."""
-    return np.bitwise_count(x) if hasattr(np, "bitwise_count") else _POPC8[x]
+    return np.bitwise_count(x) if hasattr(np, "bitwise_count") else like(_POPC8, x)[x]
 
 
 def _run_popc(a, b, c, sa, sb, p: Popc, ctx):

@@ -32,7 +32,9 @@ import functools
 from dataclasses import dataclass, field
 from typing import Iterable
 
-import numpy as np
+import numpy
+
+from .xp import backend, like, np
 
 from ._spec import load_spec
 
@@ -191,7 +193,7 @@ class Decoded:
         v = self._f.get(name)
         if v is None:
             if self._table is not None:
-                v = self._table[name][self._idx]
+                v = like(self._table[name], self._idx)[self._idx]
             elif name == "val":
                 x = np.ldexp(np.asarray(self.sig).astype(np.float64), self.lsb)
                 v = np.where(self.neg, -x, x)
@@ -213,7 +215,7 @@ class Decoded:
 
     def has_special(self) -> bool:
         if self._table is not None:
-            return bool(self._table["any_special"] and np.any(self._table["special"][self._idx]))
+            return bool(self._table["any_special"] and np.any(like(self._table["special"], self._idx)[self._idx]))
         return bool(np.any(self.nan | self.inf))
 
     @property
@@ -244,8 +246,13 @@ class Decoded:
         return Decoded(self.fmt, *(np.asarray(getattr(self, n))[key] for n in self._NAMES))
 
 
+def _table(name: str):
+    with backend(numpy):   # tables are built and cached on the host
+        return _table_host(name)
+
+
 @functools.lru_cache(maxsize=None)
-def _table(name: str) -> dict:
+def _table_host(name: str) -> dict:
     f = get_format(name)
     codes = np.arange(1 << f.field_bits, dtype=np.uint64) << np.uint64(f.ignored_low_bits)
     d = _decode_arith(codes, f)
@@ -554,7 +561,7 @@ def convert(codes, src, dst, mode: str = "rn", **kw) -> np.ndarray:
         if small.dtype.itemsize * 8 > f.field_bits or small.dtype.kind == "i":
             small = small & ((1 << f.field_bits) - 1)
         lut = _convert_table(f.name, get_format(dst).name, mode, tuple(sorted(kw.items())))
-        return np.broadcast_to(lut[small], x.shape)
+        return np.broadcast_to(like(lut, small)[small], x.shape)
     d = decode(x, f)
     return encode(d.neg, d.sig, d.lsb, dst, mode, nan=d.nan, inf=d.inf, **kw)
 
@@ -576,8 +583,13 @@ def decode_converted(codes, src, dst, mode: str = "rn") -> Decoded:
     return Decoded(get_format(dst), idx=x, table=_composed_table(f.name, get_format(dst).name, mode))
 
 
+def _composed_table(src: str, dst: str, mode: str):
+    with backend(numpy):   # tables are built and cached on the host
+        return _composed_table_host(src, dst, mode)
+
+
 @functools.lru_cache(maxsize=None)
-def _composed_table(src: str, dst: str, mode: str) -> dict:
+def _composed_table_host(src: str, dst: str, mode: str) -> dict:
     fd = get_format(dst)
     lut = _convert_table(src, dst, mode, ())
     idx = (lut >> fd.ignored_low_bits) & ((1 << fd.field_bits) - 1)
@@ -589,8 +601,13 @@ def _composed_table(src: str, dst: str, mode: str) -> dict:
     return t
 
 
+def _convert_table(src: str, dst: str, mode: str, kw: tuple):
+    with backend(numpy):   # tables are built and cached on the host
+        return _convert_table_host(src, dst, mode, kw)
+
+
 @functools.lru_cache(maxsize=None)
-def _convert_table(src: str, dst: str, mode: str, kw: tuple) -> np.ndarray:
+def _convert_table_host(src: str, dst: str, mode: str, kw: tuple) -> np.ndarray:
     d = decode(all_codes(src), src)
     t = encode(d.neg, d.sig, d.lsb, dst, mode, nan=d.nan, inf=d.inf, **dict(kw))
     t.setflags(write=False)
