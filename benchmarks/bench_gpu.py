@@ -159,7 +159,7 @@ def main(argv=None):
     ap.add_argument("--warps", type=int, default=256)
     ap.add_argument("--T", type=int, default=1_000_000)
     ap.add_argument("--gemm", type=int, default=4096)
-    ap.add_argument("--skip", default="", help="comma list of: families, throughput, gemm")
+    ap.add_argument("--skip", default="", help="comma list of: families, throughput, profile, gemm")
     args = ap.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
     rec = {"python": platform.python_version(), "numpy": np.__version__}
@@ -190,6 +190,23 @@ def main(argv=None):
         print("Throughput:")
         rec["throughput"] = throughput(args.T)
         save()
+    if "profile" not in skip:
+        import cProfile
+        import io
+        import pstats
+
+        import cupy as cp
+
+        kw = dict(atype="f16", btype="f16", ctype="f32", dtype="f32", arch="sm_90", shape=(16, 8, 16))
+        A, B, C = (cp.asarray(x) for x in _mk(np.random.default_rng(2), args.T, (16, 8, 16)))
+        pr = cProfile.Profile()
+        pr.enable()
+        mma_matrices(A, B, C, device="cuda", **kw)
+        cp.cuda.Device().synchronize()
+        pr.disable()
+        buf = io.StringIO()
+        pstats.Stats(pr, stream=buf).sort_stats("tottime").print_stats(25)
+        print(buf.getvalue()[-6000:])
     if "gemm" not in skip:
         print("Whole GEMM:")
         rec["gemm"] = gemm_run(args.gemm)

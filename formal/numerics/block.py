@@ -173,7 +173,7 @@ def product_terms(factors: list[Decoded]) -> Terms:
             val = v if val is None else val * v
         terms = Terms(e=e, fb=fb, val=np.broadcast_to(val, shape))
     else:
-        sig_bits = sum(int(np.max(d.sig, initial=0)).bit_length() for d in factors)
+        sig_bits = sum(int(np.max(d.sig)).bit_length() if np.size(d.sig) else 0 for d in factors)
         it = object if (objects or sig_bits > 62) else np.int64
         mag = neg = None
         for d in factors:
@@ -413,10 +413,12 @@ def exact_sum(groups: list[Terms]):
         mag = np.asarray(g.mag)
         nz = mag != 0
         lsb = np.asarray(g.e, np.int64) - g.fb
-        L = np.minimum(L, np.min(np.where(nz, lsb, BIG), axis=0, initial=BIG))
+        if g.K:   # (CuPy's min/max have no `initial`: empty groups are skipped instead)
+            L = np.minimum(L, np.min(np.where(nz, lsb, BIG), axis=0))
         if not obj:
             t = lsb + bitlen(mag)
-            top = np.maximum(top, np.max(np.where(nz, t, -BIG), axis=0, initial=-BIG))
+            if g.K:
+                top = np.maximum(top, np.max(np.where(nz, t, -BIG), axis=0))
     L = np.where(L == BIG, 0, L)
     budget = 62 - int(nterms).bit_length()
     if not obj and np.all(top - L <= budget):

@@ -21,7 +21,7 @@ from .params import BlockFMA, Emulated, ExactRound, FmaChain, FmaPipe, IntegerDo
 #: products per chunk: keeps the [K, chunk] temporaries inside the CPU caches
 CHUNK_TERMS = 1 << 20
 #: products per chunk on a GPU (kernel launches amortised; ~10 temporaries of 8 bytes each)
-DEVICE_CHUNK_TERMS = 1 << 26
+DEVICE_CHUNK_TERMS = 1 << 28
 #: the f64 chain holds ~20 live [chunk] temporaries per FMA step: smaller chunks stay in L2
 _CHUNK: dict = {}
 
@@ -45,15 +45,21 @@ def dot_terms(a, b, c, *, atype, btype, ctype, dtype, arch="sm_90", satfinite=Fa
     device: None/"cpu" (numpy) or "cuda": the same code on CuPy arrays (:mod:`.xp`); the
     result is a CuPy array when an input was one, else copied back to numpy.
     """
+    if device is None and on_host() and any(hasattr(x, "__cuda_array_interface__") for x in (a, b, c)):
+        device = "cuda"   # CuPy inputs compute where they live
     if device not in (None, "cpu"):
         xp = module_for(device)
         back = not any(hasattr(x, "__cuda_array_interface__") for x in (a, b, c))
-        put = lambda x: None if x is None else xp.asarray(x)  # noqa: E731
+        put = lambda x: None if x is None else (to_host(x) if xp is numpy else xp.asarray(x))  # noqa: E731
+        dev = xp
+        if isinstance(get_model(arch).path(atype, btype, ctype, dtype, kind, scaled=scale_a is not None,
+                                           shape=shape)[1], ExactRound):
+            xp = numpy   # the exact model sums with Python integers: it runs on the host
         with backend(xp):
             out = dot_terms(put(a), put(b), put(c), atype=atype, btype=btype, ctype=ctype, dtype=dtype, arch=arch,
                             satfinite=satfinite, bitop=bitop, rounding=rounding, kind=kind, scale_a=put(scale_a),
                             scale_b=put(scale_b), stype=stype, shape=shape, sparse=sparse, scale_vec=scale_vec)
-        return to_host(out) if back else out
+        return to_host(out) if back else dev.asarray(out)
     model = get_model(arch)
     atype, btype, ctype, dtype = (str(t).lstrip(".") for t in (atype, btype, ctype, dtype))
     scaled = scale_a is not None or scale_b is not None
@@ -125,27 +131,16 @@ def mma_matrices(A, B, C, **kw):
 
     Optional ``scale_a`` [T,M,K] and ``scale_b`` [T,K,N] (already expanded per k).
     """
-    if kw.get("device") not in (None, "cpu"):
-        xp = module_for(kw["device"])
-        back = not any(hasattr(x, "__cuda_array_interface__") for x in (A, B, C))
-        kw = dict(kw, device=None)
-        for s in ("scale_a", "scale_b"):
-            if kw.get(s) is not None:
-                kw[s] = xp.asarray(kw[s])
-        with backend(xp):
-            out = mma_matrices(xp.asarray(A), xp.asarray(B), xp.asarray(C), **kw)
-        return to_host(out) if back else out
-    kw.pop("device", None)
-    A = np.asarray(A)
-    Bm = np.asarray(B)
-    a = A[..., :, None, :]                      # [T, M, 1, K]
-    b = np.swapaxes(Bm, -1, -2)[..., None, :, :]  # [T, 1, N, K]
+    # array methods only (no array-module call): numpy or CuPy inputs, dot_terms moves them
+    arr = lambda x: x if hasattr(x, "swapaxes") else numpy.asarray(x)  # noqa: E731
+    a = arr(A)[..., :, None, :]                         # [T, M, 1, K]
+    b = arr(B).swapaxes(-1, -2)[..., None, :, :]        # [T, 1, N, K]
     kw = dict(kw)
     for s, f in (("scale_a", lambda x: x[..., :, None, :]),
-                 ("scale_b", lambda x: np.swapaxes(x, -1, -2)[..., None, :, :])):
+                 ("scale_b", lambda x: x.swapaxes(-1, -2)[..., None, :, :])):
         if kw.get(s) is not None:
-            kw[s] = f(np.asarray(kw[s]))
-    return dot_terms(a, b, np.asarray(C), **kw)
+            kw[s] = f(arr(kw[s]))
+    return dot_terms(a, b, arr(C), **kw)
 
 
 # ---------------------------------------------------------------------------
@@ -678,6 +673,18 @@ def _run_int(a, b, c, sa, sb, p: IntegerDot, ctx):
 _POPC8 = numpy.array([bin(i).count("1") for i in range(256)], np.uint8)
 
 
+def _pack_bits(x):
+    """Bit 0 of each element, 8 consecutive k per uint8 (K padded with zeros to a multiple of 8)."""
+    x = np.asarray(x).astype(np.uint8) & 1
+    if on_host():
+        return numpy.packbits(x, axis=-1)   # the same packing (first k in the high bit), in C
+    K = x.shape[-1]
+    if K % 8:
+        x = np.concatenate([x, np.zeros(x.shape[:-1] + (8 - K % 8,), np.uint8)], axis=-1)
+    w = np.asarray(numpy.array([128, 64, 32, 16, 8, 4, 2, 1], np.uint8))
+    return np.sum(x.reshape(x.shape[:-1] + (x.shape[-1] // 8, 8)) * w, axis=-1, dtype=np.uint8)
+
+
 def _popcount8(x):
     """Set bits of each uint8 (numpy >= 2's bitwise_count, else a table)."""
     return np.bitwise_count(x) if hasattr(np, "bitwise_count") else like(_POPC8, x)[x]
@@ -689,8 +696,7 @@ def _run_popc(a, b, c, sa, sb, p: Popc, ctx):
         raise ValueError("b1 mma needs bitop='and' or 'xor'")
     # the K bits of each operand packed into bytes (on the operands as they broadcast), then
     # one AND/XOR and one population count per byte instead of per bit
-    va = np.packbits(np.asarray(a).astype(np.uint8) & 1, axis=-1)
-    vb = np.packbits(np.asarray(b).astype(np.uint8) & 1, axis=-1)
+    va, vb = _pack_bits(a), _pack_bits(b)
     bits = (va & vb) if op == "and" else (va ^ vb)
     total = int_values(c, ctx["ctype"]) + _popcount8(bits).sum(axis=-1, dtype=np.int64)
     batch = np.broadcast_shapes(a.shape[:-1], b.shape[:-1], c.shape)
