@@ -33,9 +33,7 @@ integer below 2**53 (:func:`_window_sum_float`); otherwise in int64.
 """
 from __future__ import annotations
 
-import numpy
-
-from .xp import like, np
+from .xp import np
 
 from .formats import ZERO_EXP, Decoded, Format, bitlen, decode, encode, get_format
 from .params import BlockFMA

@@ -9,8 +9,6 @@ Python loop has Kg/K iterations.  ``device="cuda"`` runs the same code on CuPy.
 """
 from __future__ import annotations
 
-import numpy
-
 from .engine import mma_matrices
 from .xp import backend, module_for, np, to_host
 
@@ -42,4 +40,4 @@ def gemm(A, B, C, *, shape, ctype, dtype, device=None, **kw):
     return to_host(out) if back else out
 
 
-__all__ = ["gemm", "numpy"]
+__all__ = ["gemm"]
