@@ -85,14 +85,43 @@ EVAL_FORMS = [
 ]
 
 
-def bench_evaluate(warps: int, regimes=("normal", "bits", "special")):
+def scalar_rate(f, regime="normal") -> float:
+    """MMA/s of the scalar reference (``dot_scalar``, Fractions) on one warp of ``f``: the
+    baseline the vectorised path is measured against in the same run."""
+    from formal import layout, metadata
+    from formal.hw.inputs import random_inputs
+    from formal.numerics import dot_scalar
+
+    inp = random_inputs(f, 1, regime, 1)
+    B = layout.unpack(f, "b", inp["b"])[0]
+    C = layout.unpack(f, "c", inp["c"])[0]
+    M, N, K = f.mnk
+    kw = dict(atype=f.atype, btype=f.btype, ctype=f.ctype, dtype=f.dtype, arch="sm_90", satfinite=f.satfinite,
+              bitop=f.bitop, rounding=f.rounding, kind=f.kind, shape=f.mnk, sparse=f.is_sparse)
+    if f.is_sparse:
+        vals, kidx = metadata.gather_terms(f, inp["a"], np.asarray(inp["e"], np.uint32).reshape(1, 32), 0)
+    elif f.mnk == (8, 8, 4) and f.atype == "f16":
+        return float("nan")     # four products per warp: the matrix-level table has its scalar figure
+    else:
+        A = layout.unpack(f, "a", inp["a"])[0]
+    c = time.process_time()
+    for i in range(M):
+        for j in range(N):
+            a_t, b_t = (vals[0, i], B[kidx[0, i], j]) if f.is_sparse else (A[i], B[:, j])
+            dot_scalar(list(a_t), list(b_t), C[i, j], **kw)
+    return 1 / max(time.process_time() - c, 1e-9)
+
+
+def bench_evaluate(warps: int, regimes=("normal", "bits", "special"), scalar: bool = True):
     from formal.catalog import parse
     from formal.evaluate import evaluate
     from formal.inputs import random_inputs
 
     print(f"\nRegister level: formal.evaluate.evaluate, arch=sm_90, {warps} warps per batch, one core (CPU time)")
-    print("| form | " + " | ".join(f"{r} MMA/s" for r in regimes) + " | 10k warps (s, worst regime) |")
-    print("|---|" + "---|" * (len(regimes) + 1))
+    print("Goal (issue 14): >= 20,000 MMA/s in the normal regime (sparse >= 10,000), every regime within 2x of that.")
+    print("| form | " + " | ".join(f"{r} MMA/s" for r in regimes) + " | goal | met | scalar reference MMA/s | "
+          "10k warps (s, worst regime) |")
+    print("|---|" + "---|" * (len(regimes) + 4))
     warm = parse(EVAL_FORMS[0][1])
     w = random_inputs(warm, 4, "normal", 0)
     evaluate(warm, w["a"], w["b"], w["c"])
@@ -102,10 +131,17 @@ def bench_evaluate(warps: int, regimes=("normal", "bits", "special")):
         for r in regimes:
             inp = random_inputs(f, warps, r, 1)
             sel = 0 if f.is_sparse else None
-            c = time.process_time()
-            evaluate(f, inp["a"], inp["b"], inp["c"], e=inp.get("e"), sel=sel, arch="sm_90")
-            rates.append(warps / max(time.process_time() - c, 1e-9))
-        print(f"| {label} | " + " | ".join(f"{x:,.0f}" for x in rates) + f" | {10000 / min(rates):.1f} |")
+            best = float("inf")
+            for _ in range(2):   # best of two: a shared machine's hiccups are not the evaluator's
+                c = time.process_time()
+                evaluate(f, inp["a"], inp["b"], inp["c"], e=inp.get("e"), sel=sel, arch="sm_90")
+                best = min(best, time.process_time() - c)
+            rates.append(warps / max(best, 1e-9))
+        goal = 10000 if f.is_sparse else 20000
+        met = rates[0] >= goal and min(rates) >= goal / 2
+        sc = scalar_rate(f) if scalar else float("nan")
+        print(f"| {label} | " + " | ".join(f"{x:,.0f}" for x in rates) +
+              f" | {goal:,} | {'yes' if met else 'NO'} | {sc:,.2f} | {10000 / min(rates):.1f} |")
 
 
 def main(argv=None):
@@ -117,11 +153,12 @@ def main(argv=None):
     ap.add_argument("--warps", type=int, default=2000, help="warps per batch for the register-level table")
     ap.add_argument("--skip-matrix", action="store_true")
     ap.add_argument("--skip-evaluate", action="store_true")
+    ap.add_argument("--skip-scalar", action="store_true", help="no scalar-reference column in the register table")
     args = ap.parse_args(argv)
     if not args.skip_matrix:
         bench_matrix(args)
     if not args.skip_evaluate:
-        bench_evaluate(args.warps)
+        bench_evaluate(args.warps, scalar=not args.skip_scalar)
 
 
 def bench_matrix(args):

@@ -38,6 +38,7 @@ _LAZY = {
     "audit_layout": ("formal.prove", "audit_layout"),
     "evaluate": ("formal.evaluate", "evaluate"),
     "evaluate_matrices": ("formal.evaluate", "evaluate_matrices"),
+    "evaluate_gemm": ("formal.evaluate", "evaluate_gemm"),
     "EvalError": ("formal.evaluate", "EvalError"),
     "compress": ("formal.metadata", "compress"),
     "decompress": ("formal.metadata", "decompress"),

@@ -128,8 +128,11 @@ def _no_scales(form: Form, scale_a: Any, scale_b: Any) -> None:
 
 def evaluate(opcode: str | Form, a, b, c, e=None, sel: int | None = None, arch: str = "sm_90",
              scale_a=None, scale_b=None, scale_sel_a: tuple[int, int] = (0, 0),
-             scale_sel_b: tuple[int, int] = (0, 0)) -> np.ndarray:
-    """Register-level evaluation: returns d as ``[T, 32, nregs]`` (see module docstring)."""
+             scale_sel_b: tuple[int, int] = (0, 0), device: str | None = None) -> np.ndarray:
+    """Register-level evaluation: returns d as ``[T, 32, nregs]`` (see module docstring).
+
+    ``device="cuda"``: the arithmetic runs on CuPy (same code, bit-identical); registers are
+    (un)packed on the host.  Without CuPy/GPU: ``formal.numerics.DeviceUnavailable``."""
     from . import layout, numerics
 
     form = _form(opcode)
@@ -142,7 +145,7 @@ def evaluate(opcode: str | Form, a, b, c, e=None, sel: int | None = None, arch: 
     e, sel = _sparse_args(form, e, sel, T)
     B = layout.unpack(form, "b", b)
     C = layout.unpack(form, "c", c)
-    kw = _numerics_kw(form, arch)
+    kw = dict(_numerics_kw(form, arch), device=device)
     if form.block_scale:
         raise EvalError("register-level block-scaled evaluation needs scale registers; not supported yet for "
                         f"{form.opcode}")
@@ -151,7 +154,7 @@ def evaluate(opcode: str | Form, a, b, c, e=None, sel: int | None = None, arch: 
 
         vals, kidx = metadata.gather_terms(form, a, e, sel)        # [T, M, K/2] each, hardware order
         M, N, _ = form.mnk
-        bt = np.take_along_axis(B[:, None, :, :], kidx[..., None].astype(np.int64), axis=2)   # [T, M, K/2, N]
+        bt = B[np.arange(B.shape[0])[:, None, None], kidx.astype(np.int64)]     # [T, M, K/2, N]: rows of B
         at = np.broadcast_to(vals[..., None], bt.shape)
         D = numerics.dot_terms(np.moveaxis(at, 3, 2), np.moveaxis(bt, 3, 2), C, **kw)       # [T, M, N]
     else:
@@ -165,7 +168,8 @@ def evaluate(opcode: str | Form, a, b, c, e=None, sel: int | None = None, arch: 
     return layout.pack(form, "d", D)
 
 
-def evaluate_matrices(opcode: str | Form, A, B, C, arch: str = "sm_90", scale_a=None, scale_b=None) -> np.ndarray:
+def evaluate_matrices(opcode: str | Form, A, B, C, arch: str = "sm_90", scale_a=None, scale_b=None,
+                      device: str | None = None) -> np.ndarray:
     """Matrix-level evaluation on raw element encodings: A [T,M,K], B [T,K,N], C [T,M,N] -> D [T,M,N].
 
     For ``mma.sp`` A is the dense structured-sparse matrix (its non-zeros define the
@@ -184,7 +188,7 @@ def evaluate_matrices(opcode: str | Form, A, B, C, arch: str = "sm_90", scale_a=
     C = _elements(form, "C", C, (M, N), form.ctype)
     T = _same_batch(form, {"A": A, "B": B, "C": C})
     _no_scales(form, scale_a, scale_b)
-    kw = _numerics_kw(form, arch)
+    kw = dict(_numerics_kw(form, arch), device=device)
     if form.block_scale:
         if scale_a is None or scale_b is None:
             raise EvalError(f"{form.opcode} needs scale_a [T, M, SFA_N] and scale_b [T, SFB_M, N]")
@@ -203,10 +207,28 @@ def evaluate_matrices(opcode: str | Form, A, B, C, arch: str = "sm_90", scale_a=
         from . import metadata
 
         vals, kidx = metadata.sparse_terms(form, A)                 # [T, M, K/2] hardware order
-        bt = np.take_along_axis(B[:, None, :, :], kidx[..., None].astype(np.int64), axis=2)
+        bt = B[np.arange(B.shape[0])[:, None, None], kidx.astype(np.int64)]
         at = np.broadcast_to(vals[..., None], bt.shape)
         return numerics.dot_terms(np.moveaxis(at, 3, 2), np.moveaxis(bt, 3, 2), C, **kw)
     return numerics.mma_matrices(A, B, C, **kw)
+
+
+def evaluate_gemm(A, B, C, opcode: str | Form, arch: str = "sm_90", device: str | None = None) -> np.ndarray:
+    """A whole GEMM on raw encodings, A [Mg, Kg], B [Kg, Ng], C [Mg, Ng] -> D [Mg, Ng]: tiled
+    into ``opcode``'s tiles, each output tile the ascending-k chain of instructions an mma
+    loop runs (each D the next C).  ``device="cuda"`` computes on CuPy, bit-identically."""
+    from .numerics.gemm import gemm
+
+    form = _form(opcode)
+    if form.family != "mma" or form.is_sparse or form.block_scale or form.mnk == (8, 8, 4):
+        raise EvalError(f"evaluate_gemm takes a dense mma form (not {form.opcode})")
+    check_available(form, arch)
+    if form.ctype != form.dtype:
+        raise EvalError(f"{form.opcode}: a GEMM chains D into C, so the C and D types must agree")
+    try:
+        return gemm(A, B, C, **_numerics_kw(form, arch), device=device)
+    except ValueError as e:
+        raise EvalError(str(e)) from None
 
 
 # ``formal.evaluate`` is both this module and the function users call

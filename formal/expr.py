@@ -161,12 +161,37 @@ class Formula:
     def eval(self, env: Mapping[str, Any]) -> Any:
         """Evaluate with Python semantics on ints/strings, elementwise on numpy arrays."""
         scope = dict(env)
+        if self._code is not None and not any(isinstance(v, np.ndarray) for v in scope.values()):
+            # plain values: the formula is Python syntax with Python semantics, so it runs as
+            # compiled Python code (the checked tree, once per formula); arrays need the
+            # interpreter below (and/or/not/in/if become elementwise numpy operations)
+            try:
+                for k, code in self._code[0]:
+                    scope[k] = eval(code, _PY_GLOBALS, scope)  # noqa: S307 - a checked formula tree
+                out = eval(self._code[1], _PY_GLOBALS, scope)  # noqa: S307
+            except NameError as e:
+                raise FormulaError(f"unbound name {e.name!r}") from None
+            except ZeroDivisionError:
+                raise FormulaError(f"division by zero (by a value that is 0) in formula {_show(str(self))}") from None
+            if isinstance(out, int) and not isinstance(out, bool) and not -MAX_CONSTANT <= out < MAX_CONSTANT:
+                raise FormulaError(f"a value of formula {_show(str(self))} does not fit in 64 bits")
+            return out
         try:
             for k, tree in self._lets:
                 scope[k] = _eval(tree.body, scope)
             return _eval(self._tree.body, scope)
         except OverflowError:
             raise FormulaError(f"a value of formula {_show(str(self))} does not fit in 64 bits") from None
+
+    @cached_property
+    def _code(self):
+        """Compiled Python for plain values, or None where Python's semantics would differ
+        from the checked interpreter (shifts: unbounded on Python ints)."""
+        trees = [t for _, t in self._lets] + [self._tree]
+        if any(isinstance(n, ast.LShift) for t in trees for n in ast.walk(t)):
+            return None
+        lets = [(k, compile(tree, f"<formula {k}>", "eval")) for k, tree in self._lets]
+        return lets, compile(self._tree, "<formula>", "eval")
 
     # -- Z3 ----------------------------------------------------------------------------
     def z3(self, env: Mapping[str, Any], width: int | None = None):
@@ -199,6 +224,8 @@ _PY_BIN = {
     "%": operator.mod, "<<": operator.lshift, ">>": operator.rshift, "&": operator.and_,
     "|": operator.or_, "^": operator.xor,
 }
+_PY_GLOBALS = {"__builtins__": {}, "min": min, "max": max, "None": None, "True": True, "False": False}
+
 _PY_CMP = {
     "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
     ">": operator.gt, ">=": operator.ge,

@@ -45,6 +45,9 @@ import hashlib
 import importlib
 import inspect
 import json
+import multiprocessing
+import os
+import pickle
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
@@ -70,6 +73,9 @@ class Obligation:
     ``key``      content hash; obligations with equal (family, key) are proved once
     ``cover``    (opcode, column) pairs the claim certifies, e.g. (opcode, "a")
     ``section``  the PTX ISA section the claim rests on
+    ``share``    obligations with the same non-empty label share one computation (a cached
+                 function that decides several claims at once): a parallel run gives them to
+                 one worker, so it is computed once
     """
 
     family: str
@@ -79,6 +85,7 @@ class Obligation:
     key: str = ""
     cover: list = field(default_factory=list)
     section: str = ""
+    share: str = ""
 
     def prove(self, options: "Options | None" = None) -> "Result":
         opts = options or Options()
@@ -292,17 +299,101 @@ def dedupe(obs: Iterable[Obligation]) -> list[Obligation]:
     return out
 
 
+def default_jobs() -> int:
+    """The cores this process may use (its CPU affinity, else the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
 def run(obligations: Sequence[Obligation], options: Options | None = None,
-        progress: Callable[[int, int, Obligation], None] | None = None) -> list[Result]:
+        progress: Callable[[int, int, Obligation], None] | None = None, jobs: int = 1) -> list[Result]:
+    """Prove every obligation; results in the obligations' order whatever ``jobs`` is.
+
+    ``jobs > 1`` proves them in that many forked worker processes (where ``fork`` exists):
+    obligations hold closures, so the workers inherit the list and receive indices, and
+    send back results without their obligation (re-attached here).
+    """
     opts = options or Options()
+    obligations = list(obligations)
+    n = len(obligations)
+    if jobs > 1 and n > 1 and "fork" in multiprocessing.get_all_start_methods():
+        return _run_parallel(obligations, opts, progress, min(jobs, n))
     res = []
-    for n, ob in enumerate(obligations):
+    for i, ob in enumerate(obligations):
         if progress:
-            progress(n, len(obligations), ob)
+            progress(i, n, ob)
         res.append(ob.prove(opts))
     if progress and obligations:
-        progress(len(obligations), len(obligations), obligations[-1])
+        progress(n, n, obligations[-1])
     return res
+
+
+_WORK: tuple[list[Obligation], Options] | None = None   # what forked workers inherit
+
+
+def _prove_batch(idx: list[int]) -> list[tuple[int, bytes | None]]:
+    obs, opts = _WORK
+    out = []
+    for i in idx:
+        r = obs[i].prove(opts)
+        r.obligation = None
+        try:
+            out.append((i, pickle.dumps(r)))
+        except Exception:  # noqa: BLE001 - an unpicklable result is proved again in the parent
+            out.append((i, None))
+    return out
+
+
+def _batches(obligations: list[Obligation], jobs: int) -> list[list[int]]:
+    """Work units, the likely-expensive first: a family with few members is a whole theorem
+    (seconds each), a family with hundreds is one cheap claim per form (batched)."""
+    size: dict[str, int] = {}
+    for ob in obligations:
+        size[ob.family] = size.get(ob.family, 0) + 1
+    order = sorted(range(len(obligations)), key=lambda i: (size[obligations[i].family], i))
+    per = max(1, min(16, len(obligations) // (8 * jobs)))
+    out: list[list[int]] = []
+    shared: dict[str, list[int]] = {}
+    for i in order:
+        lab = obligations[i].share
+        if lab:
+            if lab in shared:
+                shared[lab].append(i)
+            else:
+                shared[lab] = [i]
+                out.append(shared[lab])
+            continue
+        if out and size[obligations[out[-1][0]].family] > 4 and len(out[-1]) < per \
+                and obligations[out[-1][0]].family == obligations[i].family and not obligations[out[-1][0]].share:
+            out[-1].append(i)
+        else:
+            out.append([i])
+    return out
+
+
+def _run_parallel(obligations: list[Obligation], opts: Options, progress, jobs: int) -> list[Result]:
+    global _WORK
+    n = len(obligations)
+    res: list[Result | None] = [None] * n
+    _WORK = (obligations, opts)
+    done = 0
+    try:
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            for part in pool.imap_unordered(_prove_batch, _batches(obligations, jobs)):
+                for i, blob in part:
+                    r = pickle.loads(blob) if blob is not None else obligations[i].prove(opts)
+                    r.obligation = obligations[i]
+                    res[i] = r
+                    if progress:
+                        progress(done, n, obligations[i])
+                    done += 1
+    finally:
+        _WORK = None
+    if progress:
+        progress(n, n, obligations[-1])
+    return res  # type: ignore[return-value]
 
 
 def exit_code(results: Sequence[Result]) -> int:

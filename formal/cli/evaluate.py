@@ -71,6 +71,7 @@ def _show(form, ins: dict, d: np.ndarray, warp: int, matrix_level: bool) -> str:
 
 def cmd_eval(args) -> int:
     from ..evaluate import EvalError, evaluate, evaluate_matrices
+    from ..numerics.xp import DeviceUnavailable
 
     from . import check_writable
 
@@ -99,16 +100,20 @@ def cmd_eval(args) -> int:
                 if k not in ins:
                     raise InputError(f"{args.inputs} has no array {k!r} (matrix level needs A, B, C)")
             d = evaluate_matrices(form, ins["A"], ins["B"], ins["C"], arch=args.arch,
-                                  scale_a=ins.get("scale_a"), scale_b=ins.get("scale_b"))
+                                  scale_a=ins.get("scale_a"), scale_b=ins.get("scale_b"), device=args.device)
             res = {"D": d}
         else:
             for k in ("a", "b", "c"):
                 if k not in ins:
                     raise InputError(f"{args.inputs} has no array {k!r} (register level needs a, b, c[, e])")
-            d = evaluate(form, ins["a"], ins["b"], ins["c"], e=ins.get("e"), sel=sel, arch=args.arch)
+            d = evaluate(form, ins["a"], ins["b"], ins["c"], e=ins.get("e"), sel=sel, arch=args.arch,
+                         device=args.device)
             res = {"d": d}
     except EvalError as e:
         raise InputError(str(e)) from None
+    except DeviceUnavailable as e:
+        print(f"ptx-formal: {e}", file=sys.stderr)
+        return 3
     except Exception as e:
         from .. import metadata as md
         if isinstance(e, getattr(md, "UndefinedBehavior", ())):
@@ -140,6 +145,8 @@ def register(sub) -> None:
     p.add_argument("--out", "-o", default=None, help="output .npz (d, or D at matrix level)")
     p.add_argument("--sel", type=int, default=None, help="sparsity selector (mma.sp)")
     p.add_argument("--arch", default="sm_90", help="arithmetic model: sm_90 (H100, default), exact, sm_80, ...")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="where the arithmetic runs: cpu (numpy) or cuda (CuPy, bit-identical; exit 3 without it)")
     p.add_argument("--show", action="store_true", help="print one warp's matrices as values")
     p.add_argument("--warp", type=int, default=0, help="which warp --show prints")
     p.set_defaults(func=cmd_eval)

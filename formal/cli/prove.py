@@ -1,6 +1,6 @@
 """``ptx-formal prove``: prove the spec's obligations (layouts, and those other modules register).
 
-    ptx-formal prove --all [--json] [--smt2 DIR] [--report FILE | --no-report] [--check-report]
+    ptx-formal prove --all [-j N] [--json] [--smt2 DIR] [--report FILE | --no-report] [--check-report]
     ptx-formal prove OPCODE [--json] [--smt2 DIR]
     ptx-formal prove --recheck DIR
 
@@ -39,6 +39,8 @@ def register(sub) -> None:
                    help="both (default: every verdict cross-checked), or one engine alone")
     p.add_argument("--family", metavar="PREFIX", help="only obligations whose family starts with PREFIX")
     p.add_argument("--recheck", metavar="DIR", help="re-check every *.smt2 certificate under DIR (all unsat -> 0)")
+    p.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
+                   help="worker processes (default: every core this process may use); the report is the same for any N")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_prove)
 
@@ -91,6 +93,9 @@ def cmd_prove(args) -> int:
     if args.all == bool(args.opcode):
         raise InputError("ptx-formal prove: give an OPCODE or --all (not both)")
     timeout_seconds(args.timeout)
+    if args.jobs is not None and args.jobs < 1:
+        raise InputError("--jobs must be at least 1")
+    jobs = args.jobs or P.default_jobs()
     report = _report_target(args)
     if args.smt2:
         from . import check_writable
@@ -109,7 +114,7 @@ def cmd_prove(args) -> int:
         return 0
     opts = P.Options(timeout_ms=int(args.timeout * 1000), engine=args.engine)
     t0 = time.perf_counter()
-    results = P.run(obs, opts, progress=_progress(args.quiet or args.json))
+    results = P.run(obs, opts, progress=_progress(args.quiet or args.json), jobs=jobs)
     wall = time.perf_counter() - t0
     code = P.exit_code(results)
     if args.smt2:

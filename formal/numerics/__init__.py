@@ -25,10 +25,11 @@ from .formats import (Decoded, Format, convert, decode, encode, encode_int, form
 from .params import (SOURCES, ArchModel, BlockFMA, Emulated, ExactRound, FmaChain, FmaPipe, IntegerDot, Narrowed,
                      Popc, UnsupportedPath)
 from .reference import dot_scalar, mma_scalar
+from .xp import DeviceUnavailable
 
 __all__ = [
     "dot_terms", "mma_matrices", "fma_f64", "add_rounded", "MODELS", "ALIASES", "get_model",
     "ArchModel", "BlockFMA", "Emulated", "FmaChain", "FmaPipe", "IntegerDot", "Narrowed", "Popc", "ExactRound", "SOURCES",
     "UnsupportedPath", "Format", "Decoded", "format_table", "get_format", "decode", "encode", "encode_int",
-    "convert", "from_float64", "to_float64", "int_values", "dot_scalar", "mma_scalar",
+    "convert", "from_float64", "to_float64", "int_values", "dot_scalar", "mma_scalar", "DeviceUnavailable",
 ]

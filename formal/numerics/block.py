@@ -33,7 +33,7 @@ integer below 2**53 (:func:`_window_sum_float`); otherwise in int64.
 """
 from __future__ import annotations
 
-import numpy as np
+from .xp import np
 
 from .formats import ZERO_EXP, Decoded, Format, bitlen, decode, encode, get_format
 from .params import BlockFMA
@@ -171,7 +171,7 @@ def product_terms(factors: list[Decoded]) -> Terms:
             val = v if val is None else val * v
         terms = Terms(e=e, fb=fb, val=np.broadcast_to(val, shape))
     else:
-        sig_bits = sum(int(np.max(d.sig, initial=0)).bit_length() for d in factors)
+        sig_bits = sum(int(np.max(d.sig)).bit_length() if np.size(d.sig) else 0 for d in factors)
         it = object if (objects or sig_bits > 62) else np.int64
         mag = neg = None
         for d in factors:
@@ -236,7 +236,7 @@ def c_terms(c_codes, ctype: str, p: BlockFMA) -> Terms:
 # ---------------------------------------------------------------------------
 
 def _any0(x):
-    return np.logical_or.reduce(x, axis=0)
+    return np.any(x, axis=0)
 
 
 def _specials(groups: list[Terms], shape):
@@ -267,7 +267,7 @@ def _zero_sign(groups: list[Terms], S, rule: str, mode: str):
     any_neg = np.zeros(S.shape, bool)
     for g in groups:
         all_zero &= ~_any0(g.nonzero())
-        all_neg &= np.logical_and.reduce(g.neg, axis=0)
+        all_neg &= np.all(g.neg, axis=0)
         any_neg |= _any0(g.neg)
     rm = mode == "rm"
     # IEEE 754 §6.3: a sum of zeros of one sign keeps it; mixed signs or an exact
@@ -341,7 +341,7 @@ def _window_sum_float(groups: list[Terms], E, F: int, truncation: str):
             continue
         x = g.val * scale
         rnd(x, out=x)
-        s = np.add.reduce(x, axis=0)
+        s = np.sum(x, axis=0)
         S = s if S is None else S + s
     if S is None:
         return np.zeros(E.shape, np.int64)
@@ -365,7 +365,7 @@ def _window_sum_int(groups: list[Terms], E, F: int, truncation: str):
             m = np.where(g.neg, -mag, mag) >> sh
         else:
             raise ValueError(f"truncation {truncation!r}")
-        S += np.add.reduce(m, axis=0, dtype=np.int64)
+        S += np.sum(m, axis=0, dtype=np.int64)
     return S
 
 
@@ -411,10 +411,12 @@ def exact_sum(groups: list[Terms]):
         mag = np.asarray(g.mag)
         nz = mag != 0
         lsb = np.asarray(g.e, np.int64) - g.fb
-        L = np.minimum(L, np.min(np.where(nz, lsb, BIG), axis=0, initial=BIG))
+        if g.K:   # (CuPy's min/max have no `initial`: empty groups are skipped instead)
+            L = np.minimum(L, np.min(np.where(nz, lsb, BIG), axis=0))
         if not obj:
             t = lsb + bitlen(mag)
-            top = np.maximum(top, np.max(np.where(nz, t, -BIG), axis=0, initial=-BIG))
+            if g.K:
+                top = np.maximum(top, np.max(np.where(nz, t, -BIG), axis=0))
     L = np.where(L == BIG, 0, L)
     budget = 62 - int(nterms).bit_length()
     if not obj and np.all(top - L <= budget):
@@ -423,7 +425,7 @@ def exact_sum(groups: list[Terms]):
             sh = np.where(np.asarray(g.mag) != 0, np.asarray(g.e, np.int64) - g.fb - L, 0)
             v = np.asarray(g.mag, np.int64) << sh
             np.negative(v, out=v, where=np.broadcast_to(g.neg, v.shape))
-            S += np.add.reduce(v, axis=0)
+            S += np.sum(v, axis=0)
         return S, L
     S = np.zeros(shape, dtype=object)
     S[...] = 0

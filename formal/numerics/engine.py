@@ -7,19 +7,27 @@ Python loops are over blocks / groups / FMA steps (at most K of them).
 """
 from __future__ import annotations
 
-import numpy as np
+import math
+
+import numpy
+
+from .xp import backend, like, module_for, np, on_host, to_host
 
 from . import block as B
 from .archs import get_model
-from .formats import Decoded, convert, decode, encode_int, get_format, int_values, to_float64
+from .formats import Decoded, convert, decode, decode_converted, encode_int, get_format, int_values, to_float64
 from .params import BlockFMA, Emulated, ExactRound, FmaChain, FmaPipe, IntegerDot, Narrowed, Popc, UnsupportedPath
 
 #: products per chunk: keeps the [K, chunk] temporaries inside the CPU caches
 CHUNK_TERMS = 1 << 20
+#: products per chunk on a GPU (kernel launches amortised; ~10 temporaries of 8 bytes each)
+DEVICE_CHUNK_TERMS = 1 << 28
+#: the f64 chain holds ~20 live [chunk] temporaries per FMA step: smaller chunks stay in L2
+_CHUNK: dict = {}
 
 def dot_terms(a, b, c, *, atype, btype, ctype, dtype, arch="sm_90", satfinite=False,
               bitop=None, rounding=None, kind=None, scale_a=None, scale_b=None, stype=None,
-              shape=None, sparse=False, scale_vec=None):
+              shape=None, sparse=False, scale_vec=None, device=None):
     """D = A·B + C for one output element per batch position, bit-exact per ``arch``.
 
     a, b: uint arrays [..., K] of element encodings (right-aligned: an e2m1 is 0..15, a
@@ -34,14 +42,33 @@ def dot_terms(a, b, c, *, atype, btype, ctype, dtype, arch="sm_90", satfinite=Fa
     model has one (sm_90 ``m8n8k4`` .f16 runs on the FMA pipe, not the tensor core), so
     pass it whenever the instruction is known.  arch: a name in ``MODELS`` or an ArchModel.
     Returns d [...] as uint in dtype encoding (uint16 f16, uint32 f32/s32, uint64 f64).
+    device: None/"cpu" (numpy) or "cuda": the same code on CuPy arrays (:mod:`.xp`); the
+    result is a CuPy array when an input was one, else copied back to numpy.
     """
+    if device is None and on_host() and any(hasattr(x, "__cuda_array_interface__") for x in (a, b, c)):
+        device = "cuda"   # CuPy inputs compute where they live
+    if device not in (None, "cpu"):
+        xp = module_for(device)
+        back = not any(hasattr(x, "__cuda_array_interface__") for x in (a, b, c))
+        put = lambda x: None if x is None else (to_host(x) if xp is numpy else xp.asarray(x))  # noqa: E731
+        dev = xp
+        if isinstance(get_model(arch).path(atype, btype, ctype, dtype, kind, scaled=scale_a is not None,
+                                           shape=shape)[1], ExactRound):
+            xp = numpy   # the exact model sums with Python integers: it runs on the host
+        with backend(xp):
+            out = dot_terms(put(a), put(b), put(c), atype=atype, btype=btype, ctype=ctype, dtype=dtype, arch=arch,
+                            satfinite=satfinite, bitop=bitop, rounding=rounding, kind=kind, scale_a=put(scale_a),
+                            scale_b=put(scale_b), stype=stype, shape=shape, sparse=sparse, scale_vec=scale_vec)
+        return to_host(out) if back else dev.asarray(out)
     model = get_model(arch)
     atype, btype, ctype, dtype = (str(t).lstrip(".") for t in (atype, btype, ctype, dtype))
     scaled = scale_a is not None or scale_b is not None
     key, p = model.path(atype, btype, ctype, dtype, kind, scaled=scaled, shape=shape)
-    a = np.asarray(a)
-    b = np.asarray(b)
-    c = np.asarray(c)
+    # broadcast views (stride 0) shrink to their distinct elements: decoding, conversion and
+    # the batch layout below then see the real data, and products broadcast it once
+    a = _compact(np.asarray(a))
+    b = _compact(np.asarray(b))
+    c = _compact(np.asarray(c))
     if a.shape[-1] != b.shape[-1]:
         raise ValueError(f"a has K={a.shape[-1]}, b has K={b.shape[-1]}")
     K = a.shape[-1]
@@ -49,8 +76,8 @@ def dot_terms(a, b, c, *, atype, btype, ctype, dtype, arch="sm_90", satfinite=Fa
     if scaled:
         if scale_a is None or scale_b is None or stype is None:
             raise ValueError("block scaling needs scale_a, scale_b and stype")
-        scale_a = np.asarray(scale_a)
-        scale_b = np.asarray(scale_b)
+        scale_a = _compact(np.asarray(scale_a))
+        scale_b = _compact(np.asarray(scale_b))
     ctx = dict(atype=atype, btype=btype, ctype=ctype, dtype=dtype, satfinite=satfinite, bitop=bitop,
                rounding=rounding, kind=kind, stype=stype, shape=shape, sparse=sparse, scale_vec=scale_vec,
                key=key, K=K)
@@ -70,8 +97,9 @@ def dot_terms(a, b, c, *, atype, btype, ctype, dtype, arch="sm_90", satfinite=Fa
     perm = [i for i in range(nb) if i != inner] + [inner]
     ops = [None if x is None else x.transpose(perm + list(range(nb, x.ndim))) for x in ops]
     n_in = batch[inner]
-    total = int(np.prod(batch)) * max(K, 1)
-    step = n_in if total <= CHUNK_TERMS else max(1, CHUNK_TERMS * n_in // total)
+    total = math.prod(batch) * max(K, 1)
+    chunk = _CHUNK.get(type(p), CHUNK_TERMS) if on_host() else DEVICE_CHUNK_TERMS
+    step = n_in if total <= chunk else max(1, chunk * n_in // total)
     outs = []
     for i in range(0, n_in, step):
         sl = slice(i, min(n_in, i + step))
@@ -79,7 +107,14 @@ def dot_terms(a, b, c, *, atype, btype, ctype, dtype, arch="sm_90", satfinite=Fa
         outs.append(np.asarray(run(*part, p, ctx)))
     out = outs[0] if len(outs) == 1 else np.concatenate(outs, axis=nb - 1)
     out = np.broadcast_to(out, tuple(batch[i] for i in perm))
-    return np.ascontiguousarray(out.transpose(np.argsort(perm)))
+    return np.ascontiguousarray(out.transpose(tuple(int(i) for i in numpy.argsort(perm))))
+
+
+def _compact(x):
+    """``x`` with every broadcast (stride-0) axis of length > 1 cut to length 1 (a view)."""
+    if x is None or 0 not in x.strides:
+        return x
+    return x[tuple(slice(0, 1) if (st == 0 and n > 1) else slice(None) for st, n in zip(x.strides, x.shape))]
 
 
 def _slice_axis(x, ax, sl):
@@ -96,16 +131,16 @@ def mma_matrices(A, B, C, **kw):
 
     Optional ``scale_a`` [T,M,K] and ``scale_b`` [T,K,N] (already expanded per k).
     """
-    A = np.asarray(A)
-    Bm = np.asarray(B)
-    a = A[..., :, None, :]                      # [T, M, 1, K]
-    b = np.swapaxes(Bm, -1, -2)[..., None, :, :]  # [T, 1, N, K]
+    # array methods only (no array-module call): numpy or CuPy inputs, dot_terms moves them
+    arr = lambda x: x if hasattr(x, "swapaxes") else numpy.asarray(x)  # noqa: E731
+    a = arr(A)[..., :, None, :]                         # [T, M, 1, K]
+    b = arr(B).swapaxes(-1, -2)[..., None, :, :]        # [T, 1, N, K]
     kw = dict(kw)
     for s, f in (("scale_a", lambda x: x[..., :, None, :]),
-                 ("scale_b", lambda x: np.swapaxes(x, -1, -2)[..., None, :, :])):
+                 ("scale_b", lambda x: x.swapaxes(-1, -2)[..., None, :, :])):
         if kw.get(s) is not None:
-            kw[s] = f(np.asarray(kw[s]))
-    return dot_terms(a, b, np.asarray(C), **kw)
+            kw[s] = f(arr(kw[s]))
+    return dot_terms(a, b, arr(C), **kw)
 
 
 # ---------------------------------------------------------------------------
@@ -127,6 +162,16 @@ def _decode_input(x, t: str, p) -> Decoded:
             raise ValueError(f"tf32_conversion {conv!r}")
     else:
         d = decode(x, t)
+    if isinstance(p, BlockFMA) and not p.pin_subnormals:
+        d = B.unpin_subnormals(d)
+    return d
+
+
+def _decode_via(x, t: str, via: str, p) -> Decoded:
+    """_decode_input(convert(x, t, via, "rn"), via, p), through one composed table."""
+    if via == "tf32":
+        return _decode_input(convert(x, t, via, "rn"), via, p)
+    d = decode_converted(x, t, via, "rn")
     if isinstance(p, BlockFMA) and not p.pin_subnormals:
         d = B.unpin_subnormals(d)
     return d
@@ -213,8 +258,13 @@ def _run_scaled_block_exact(da, db, dsa, dsb, c, p: BlockFMA, ctx):
 def _run_emulated(a, b, c, sa, sb, p: Emulated, ctx):
     """numerics.md §3.4: fp8 -> f16 (exact), one HMMA per k group, then D = d + c (IEEE)."""
     via = p.via
-    da = _decode_input(convert(a, ctx["atype"], via, "rn"), via, p.hmma)
-    db = _decode_input(convert(b, ctx["btype"], via, "rn"), via, p.hmma)
+    groups = [list(g) for g in p.groups_for(ctx["K"])]
+    # the k axis permuted once (on the operands as they broadcast) so that every HMMA's
+    # group is a contiguous run of products: a slice, not a gather of the product arrays
+    perm = [k for g in groups for k in g]
+    if perm != list(range(ctx["K"])):
+        a, b = np.take(a, perm, axis=-1), np.take(b, perm, axis=-1)
+    da, db = (_decode_via(x, ctx[t], via, p.hmma) for x, t in ((a, "atype"), (b, "btype")))
     prod = B.product_terms([da, db])
     batch = prod.batch_shape
     dtype = ctx["dtype"]
@@ -222,8 +272,10 @@ def _run_emulated(a, b, c, sa, sb, p: Emulated, ctx):
         d, dty = c, ctx["ctype"]
     else:
         d, dty = _zeros(batch, dtype), dtype
-    for g in p.groups_for(ctx["K"]):
-        d = B.chain(prod.take(list(g)), d, dty, dtype, p.hmma)
+    k0 = 0
+    for g in groups:
+        d = B.chain(prod.take(slice(k0, k0 + len(g))), d, dty, dtype, p.hmma)
+        k0 += len(g)
         dty = dtype
     if p.c_add == "window":
         return d
@@ -231,8 +283,25 @@ def _run_emulated(a, b, c, sa, sb, p: Emulated, ctx):
                        zero_sign=p.add_zero_sign)
 
 
+_NP_FLOAT = {"f16": (np.float16, np.uint16), "f32": (np.float32, np.uint32)}
+
+
 def add_rounded(x, xtype, y, ytype, out, mode="rn", *, nan_code=None, zero_sign="ieee"):
     """IEEE x + y rounded once into ``out`` (an FADD / HADD / DADD)."""
+    if mode == "rn" and zero_sign == "ieee" and out in _NP_FLOAT and xtype in _NP_FLOAT and ytype in _NP_FLOAT:
+        # f16/f32 in and out, round to nearest: the exact sum rounded to odd in float64,
+        # then one RNE cast (correct for targets of <= 51 bits; Boldo & Melquiond 2008);
+        # IEEE specials, zero signs and overflow come from the float arithmetic itself
+        with np.errstate(over="ignore", invalid="ignore"):
+            fx = np.asarray(x).astype(_NP_FLOAT[xtype][1]).view(_NP_FLOAT[xtype][0]).astype(np.float64)
+            fy = np.asarray(y).astype(_NP_FLOAT[ytype][1]).view(_NP_FLOAT[ytype][0]).astype(np.float64)
+            r = _rn_odd_sum(fx, fy).astype(_NP_FLOAT[out][0])
+        codes = r.view(_NP_FLOAT[out][1])
+        nan = np.isnan(r)
+        if np.any(nan):
+            ncode = get_format(out).nan_code if nan_code is None else int(nan_code)
+            codes = np.where(nan, _NP_FLOAT[out][1](ncode), codes)
+        return codes
     tx = B.value_terms(decode(x, xtype))
     ty = B.value_terms(decode(y, ytype))
     return B.exact_round([tx, ty], get_format(out), mode, overflow="ieee", nan_code=nan_code,
@@ -373,14 +442,18 @@ def fma_f64_codes(a, b, c, mode="rn", nan_code=None):
     fin = (xa < 1024) & (xb < 1024) & (xc < 1024)
     slow = np.zeros(a.shape, bool)
     with np.errstate(all="ignore"):
-        if np.any(direct):
-            i = np.flatnonzero(direct)
+        alld = bool(direct.all())
+        if alld or np.any(direct):
+            # every element direct (the common case): whole arrays, no gather / scatter
+            i = slice(None) if alld else np.flatnonzero(direct)
             fa, fb, fc = a[i].view(np.float64), b[i].view(np.float64), c[i].view(np.float64)
             ph, pl = _two_prod(fa, fb)
             z, zsum = _round_sum3(ph, pl, fc, mode)
             z = _zero_fix(z, zsum, fa, fb, fc, mode)
             out[i] = z.view(np.uint64)
             slow[i] = (np.abs(z) < 2.0 ** -1020) & ~zsum & (fa != 0) & (fb != 0)
+        if alld:
+            fin = direct   # direct inputs are finite
         scaled = fin & ~direct
         if np.any(scaled):
             i = np.flatnonzero(scaled)
@@ -399,8 +472,17 @@ def fma_f64_codes(a, b, c, mode="rn", nan_code=None):
             out[i] = np.where(nan, np.uint64(nan_code if nan_code is not None else 0x7FFFFFFFFFFFFFFF), r)
     if np.any(slow):
         j = np.flatnonzero(slow)
-        out[j] = fma_f64(decode(a[j], "f64"), decode(b[j], "f64"), decode(c[j], "f64"), mode, nan_code)
+        out[j] = _exact_fma(a[j], b[j], c[j], mode, nan_code)
     return out.reshape(shape)
+
+
+def _exact_fma(a, b, c, mode, nan_code):
+    """fma_f64 on codes; Python integers live on the host, so device arrays go there and back."""
+    if on_host():
+        return fma_f64(decode(a, "f64"), decode(b, "f64"), decode(c, "f64"), mode, nan_code)
+    with backend(numpy):
+        r = fma_f64(decode(to_host(a), "f64"), decode(to_host(b), "f64"), decode(to_host(c), "f64"), mode, nan_code)
+    return np.asarray(r)
 
 
 def _fma_scaled(fa, fb, fc, mode):
@@ -432,6 +514,40 @@ def _fma_scaled(fa, fb, fc, mode):
     return res.view(np.uint64), slow
 
 
+def _fma_step_direct(ak, bk, acc, mode, batch):
+    """One chain step ``fma(ak, bk, acc)`` when every element is in the direct tier of
+    :func:`fma_f64_codes` (then no NaN, Inf or overflow can occur, so the NaN rule has
+    nothing to do); else None.  The same arithmetic as that tier, on ``ak``/``bk`` as
+    they broadcast (an [M, 1] column times a [1, N] row: the Dekker splits run on the
+    distinct elements only) and without gathers; results that need the exact tier are
+    redone there."""
+    fa, fb = np.asarray(ak, np.uint64).view(np.float64), np.asarray(bk, np.uint64).view(np.float64)
+    fc = np.asarray(acc, np.uint64).view(np.float64)
+    lo, hi = 2.0 ** -_DIRECT_AB, 2.0 ** (_DIRECT_AB + 1)     # exponent field in [-450, 450]
+    with np.errstate(all="ignore"):
+        for x in (fa, fb):
+            m = np.abs(x)
+            if not np.all((m >= lo) & (m < hi)):
+                return None
+        m = np.abs(fc)
+        if not np.all(((m >= 2.0 ** -_DIRECT_C) & (m < 2.0 ** (_DIRECT_C + 1))) | (m == 0)):
+            return None
+        ph, pl = _two_prod(fa, fb)
+        z, zsum = _round_sum3(ph, pl, fc, mode)
+        if np.any(zsum):                    # a, b are nonzero here: only exact-zero sums need the sign rule
+            z = _zero_fix(z, zsum, fa, fb, fc, mode)
+        z = np.broadcast_to(z, batch)
+        out = np.ascontiguousarray(z).view(np.uint64)
+        tiny = np.abs(z) < 2.0 ** -1020
+        if np.any(tiny):
+            j = np.nonzero(tiny & ~np.broadcast_to(zsum, batch))
+            if len(j[0]):
+                out = out.copy()
+                A, B, C = (np.broadcast_to(np.asarray(x, np.uint64), batch)[j] for x in (ak, bk, acc))
+                out[j] = _exact_fma(A, B, C, mode, None)
+    return out
+
+
 def _run_f64(a, b, c, sa, sb, p: FmaChain, ctx):
     mode = (ctx["rounding"] or "rn").lstrip(".")
     a = np.asarray(a, np.uint64)
@@ -446,8 +562,11 @@ def _run_f64(a, b, c, sa, sb, p: FmaChain, ctx):
     nan_code = p.default_nan if p.nan_rule == "propagate" else p.nan_bits
     for k in ks:
         ak, bk = a[..., k], b[..., k]
-        r = fma_f64_codes(ak, bk, acc, mode, nan_code)
-        acc = f64_nan_select(p, r, {"a": ak, "b": bk, "c": acc})
+        r = _fma_step_direct(ak, bk, acc, mode, batch)
+        if r is None:
+            r = fma_f64_codes(ak, bk, acc, mode, nan_code)
+            r = f64_nan_select(p, r, {"a": ak, "b": bk, "c": acc})
+        acc = r
     if not p.c_first:
         r = add_rounded(acc, "f64", c, "f64", "f64", mode, nan_code=nan_code)
         acc = f64_nan_select(p, r, {"a": acc, "b": np.broadcast_to(np.asarray(c, np.uint64), batch),
@@ -458,6 +577,18 @@ def _run_f64(a, b, c, sa, sb, p: FmaChain, ctx):
 # ---------------------------------------------------------------------------
 # FP32 code on the FMA pipe (sm_90 m8n8k4 .f16)
 # ---------------------------------------------------------------------------
+
+def _rn_odd_sum(x, y):
+    """x + y (float64, each exact, |x|, |y| < 2**200) rounded to odd at 53 bits (see _rn32_sum)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = x + y
+        bb = s - x
+        e = (x - (s - bb)) + (y - bb)
+        fix = np.isfinite(s) & (e != 0) & ((s.view(np.uint64) & np.uint64(1)) == 0)
+        if np.any(fix):
+            s = np.where(fix, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
+        return s
+
 
 def _rn32_sum(x, y):
     """binary32 round-to-nearest-even of the exact sum x + y of two float64 numbers
@@ -539,17 +670,35 @@ def _run_int(a, b, c, sa, sb, p: IntegerDot, ctx):
     return encode_int(np.broadcast_to(total, batch), ctx["dtype"], saturate=bool(ctx["satfinite"]))
 
 
+_POPC8 = numpy.array([bin(i).count("1") for i in range(256)], np.uint8)
+
+
+def _pack_bits(x):
+    """Bit 0 of each element, 8 consecutive k per uint8 (K padded with zeros to a multiple of 8)."""
+    x = np.asarray(x).astype(np.uint8) & 1
+    if on_host():
+        return numpy.packbits(x, axis=-1)   # the same packing (first k in the high bit), in C
+    K = x.shape[-1]
+    if K % 8:
+        x = np.concatenate([x, np.zeros(x.shape[:-1] + (8 - K % 8,), np.uint8)], axis=-1)
+    w = np.asarray(numpy.array([128, 64, 32, 16, 8, 4, 2, 1], np.uint8))
+    return np.sum(x.reshape(x.shape[:-1] + (x.shape[-1] // 8, 8)) * w, axis=-1, dtype=np.uint8)
+
+
+def _popcount8(x):
+    """Set bits of each uint8 (numpy >= 2's bitwise_count, else a table)."""
+    return np.bitwise_count(x) if hasattr(np, "bitwise_count") else like(_POPC8, x)[x]
+
+
 def _run_popc(a, b, c, sa, sb, p: Popc, ctx):
     op = (ctx["bitop"] or "").lstrip(".")
-    va = np.asarray(a).astype(np.int64) & 1
-    vb = np.asarray(b).astype(np.int64) & 1
-    if op == "and":
-        bits = va & vb
-    elif op == "xor":
-        bits = va ^ vb
-    else:
+    if op not in ("and", "xor"):
         raise ValueError("b1 mma needs bitop='and' or 'xor'")
-    total = int_values(c, ctx["ctype"]) + bits.sum(axis=-1)
+    # the K bits of each operand packed into bytes (on the operands as they broadcast), then
+    # one AND/XOR and one population count per byte instead of per bit
+    va, vb = _pack_bits(a), _pack_bits(b)
+    bits = (va & vb) if op == "and" else (va ^ vb)
+    total = int_values(c, ctx["ctype"]) + _popcount8(bits).sum(axis=-1, dtype=np.int64)
     batch = np.broadcast_shapes(a.shape[:-1], b.shape[:-1], c.shape)
     return encode_int(np.broadcast_to(total, batch), ctx["dtype"])
 
@@ -580,3 +729,5 @@ _EXECUTORS = {BlockFMA: _run_block, Emulated: _run_emulated, FmaChain: _run_f64,
               Narrowed: _run_narrowed, IntegerDot: _run_int, Popc: _run_popc, ExactRound: _run_exact}
 
 __all__ = ["dot_terms", "mma_matrices", "fma_f64", "add_rounded", "UnsupportedPath"]
+
+_CHUNK.update({FmaChain: 1 << 17, FmaPipe: 1 << 17})

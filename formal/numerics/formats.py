@@ -32,7 +32,9 @@ import functools
 from dataclasses import dataclass, field
 from typing import Iterable
 
-import numpy as np
+import numpy
+
+from .xp import backend, like, np
 
 from ._spec import load_spec
 
@@ -191,7 +193,7 @@ class Decoded:
         v = self._f.get(name)
         if v is None:
             if self._table is not None:
-                v = self._table[name][self._idx]
+                v = like(self._table[name], self._idx)[self._idx]
             elif name == "val":
                 x = np.ldexp(np.asarray(self.sig).astype(np.float64), self.lsb)
                 v = np.where(self.neg, -x, x)
@@ -213,7 +215,7 @@ class Decoded:
 
     def has_special(self) -> bool:
         if self._table is not None:
-            return bool(self._table["any_special"] and np.any(self._table["special"][self._idx]))
+            return bool(self._table["any_special"] and np.any(like(self._table["special"], self._idx)[self._idx]))
         return bool(np.any(self.nan | self.inf))
 
     @property
@@ -244,8 +246,13 @@ class Decoded:
         return Decoded(self.fmt, *(np.asarray(getattr(self, n))[key] for n in self._NAMES))
 
 
+def _table(name: str):
+    with backend(numpy):   # tables are built and cached on the host
+        return _table_host(name)
+
+
 @functools.lru_cache(maxsize=None)
-def _table(name: str) -> dict:
+def _table_host(name: str) -> dict:
     f = get_format(name)
     codes = np.arange(1 << f.field_bits, dtype=np.uint64) << np.uint64(f.ignored_low_bits)
     d = _decode_arith(codes, f)
@@ -538,9 +545,73 @@ def from_float64(values, fmt, mode: str = "rn", **kw) -> np.ndarray:
 
 
 def convert(codes, src, dst, mode: str = "rn", **kw) -> np.ndarray:
-    """Exact re-encoding of ``src`` codes into ``dst`` (NaN/Inf carried, NaN canonical)."""
-    d = decode(codes, src)
+    """Exact re-encoding of ``src`` codes into ``dst`` (NaN/Inf carried, NaN canonical).
+
+    A source with at most 2**16 encodings converts through a table of every code's result
+    (the same ``encode``, once per code), gathered on the array with its broadcast axes
+    collapsed: a broadcast view is converted once per distinct element, not per position.
+    """
+    f = get_format(src)
+    x = np.asarray(codes)
+    if f.field_bits <= 16 and x.dtype.kind in "ui" and all(isinstance(v, (int, str, bool, type(None)))
+                                                           for v in kw.values()):
+        small = x[tuple(slice(0, 1) if (st == 0 and n > 1) else slice(None) for st, n in zip(x.strides, x.shape))]
+        if f.ignored_low_bits:
+            small = small >> f.ignored_low_bits
+        if small.dtype.itemsize * 8 > f.field_bits or small.dtype.kind == "i":
+            small = small & ((1 << f.field_bits) - 1)
+        lut = _convert_table(f.name, get_format(dst).name, mode, tuple(sorted(kw.items())))
+        return np.broadcast_to(like(lut, small)[small], x.shape)
+    d = decode(x, f)
     return encode(d.neg, d.sig, d.lsb, dst, mode, nan=d.nan, inf=d.inf, **kw)
+
+
+def decode_converted(codes, src, dst, mode: str = "rn") -> Decoded:
+    """``decode(convert(codes, src, dst, mode), dst)`` for a source with at most 2**16
+    encodings, in one step: a decode table indexed by the *source* code (each field of
+    ``dst``'s table gathered through the conversion table once per source code), so an
+    fp8 -> f16 emulation gathers from 256-entry tables instead of converting every
+    element and gathering from 65,536-entry ones."""
+    f = get_format(src)
+    x = np.asarray(codes)
+    if f.field_bits > 16 or x.dtype.kind not in "ui" or get_format(dst).field_bits > 16:
+        return decode(convert(x, src, dst, mode), dst)
+    if f.ignored_low_bits:
+        x = x >> f.ignored_low_bits
+    if x.dtype.itemsize * 8 > f.field_bits or x.dtype.kind == "i":
+        x = x & ((1 << f.field_bits) - 1)
+    return Decoded(get_format(dst), idx=x, table=_composed_table(f.name, get_format(dst).name, mode))
+
+
+def _composed_table(src: str, dst: str, mode: str):
+    with backend(numpy):   # tables are built and cached on the host
+        return _composed_table_host(src, dst, mode)
+
+
+@functools.lru_cache(maxsize=None)
+def _composed_table_host(src: str, dst: str, mode: str) -> dict:
+    fd = get_format(dst)
+    lut = _convert_table(src, dst, mode, ())
+    idx = (lut >> fd.ignored_low_bits) & ((1 << fd.field_bits) - 1)
+    t = {n: (v[idx] if isinstance(v, np.ndarray) else v) for n, v in _table(dst).items()}
+    t["any_special"] = bool(np.any(t["special"]))
+    for v in t.values():
+        if isinstance(v, np.ndarray):
+            v.setflags(write=False)
+    return t
+
+
+def _convert_table(src: str, dst: str, mode: str, kw: tuple):
+    with backend(numpy):   # tables are built and cached on the host
+        return _convert_table_host(src, dst, mode, kw)
+
+
+@functools.lru_cache(maxsize=None)
+def _convert_table_host(src: str, dst: str, mode: str, kw: tuple) -> np.ndarray:
+    d = decode(all_codes(src), src)
+    t = encode(d.neg, d.sig, d.lsb, dst, mode, nan=d.nan, inf=d.inf, **dict(kw))
+    t.setflags(write=False)
+    return t
 
 
 def all_codes(fmt) -> np.ndarray:

@@ -287,6 +287,21 @@ def _rule_py(view: MemoryView, rule: _Rule, ptr: int, stride: int, frag_bytes: i
     return bool(rule.holds.eval(view.env(ptr, stride, frag_bytes, **more)))
 
 
+def legal_np(view: MemoryView, ptr: np.ndarray, stride: np.ndarray, frag_bytes: int,
+             rules: Sequence[str] | None = None) -> np.ndarray:
+    """:func:`legal_py` on whole int64 arrays of pointers and strides at once (the same formulas,
+    evaluated elementwise: the enumeration cross-checks run one call per form, not one per point)."""
+    ptr, stride = np.broadcast_arrays(np.asarray(ptr, np.int64), np.asarray(stride, np.int64))
+    ok = np.ones(ptr.shape, bool)
+    for r in spec().rules:
+        if rules is not None and r.id not in rules:
+            continue
+        for ld in (range(view.n_ld) if r.forall == "ld" else (None,)):
+            more = {"ld": ld} if ld is not None else {}
+            ok &= np.asarray(r.holds.eval(view.env(ptr, stride, frag_bytes, **more)), bool)
+    return ok
+
+
 def legal_py(view: MemoryView, ptr: int, stride: int, frag_bytes: int, rules: Sequence[str] | None = None) -> bool:
     for r in spec().rules:
         if rules is not None and r.id not in rules:
@@ -727,13 +742,11 @@ def prove_align_readings_agree(view: MemoryView, reading: str | None = None, tim
                          [z3.ULT(ptr, _val(PTR_LIMIT)), z3.ULT(s, _val(STRIDE_LIMIT)), per_row != example],
                          {"ptr": ptr, "stride": s}, timeout_ms)
     # enumeration over a small window of pointers and strides
-    bad = []
-    for pp in range(0, 4 * fb + 1, max(1, fb // 4)):
-        for ss in range(0, 4 * view.default_stride + 64):
-            a = legal_py(view, pp, ss, fb, ("align.row_start",))
-            b = bool(spec().alignment_example.eval(view.env(pp, ss, fb)))
-            if a != b:
-                bad.append((pp, ss))
+    pp, ss = np.meshgrid(np.arange(0, 4 * fb + 1, max(1, fb // 4)), np.arange(0, 4 * view.default_stride + 64),
+                         indexing="ij")
+    a = legal_np(view, pp, ss, fb, ("align.row_start",))
+    b = np.broadcast_to(np.asarray(spec().alignment_example.eval(view.env(pp, ss, fb)), bool), a.shape)
+    bad = [(int(x), int(y)) for x, y in zip(pp[a != b], ss[a != b])]
     res.cross_check = {"agrees": not bad, "domain": "ptr in [0, 4*F] step F/4, stride in [0, 4*default+64)", "mismatches": bad[:5]}
     return res
 
@@ -759,7 +772,18 @@ def prove_overlap_iff_below_default(view: MemoryView, timeout_ms: int = 60000) -
     """
     lay = spec().layouts[view.layout]
     r1, c1, r2, c2, s = z3.Ints("r1 c1 r2 c2 stride")
-    idx = lambda r, c: lay.index.eval({"row": r, "col": c, "stride": s})  # noqa: E731
+
+    def idx(r, c):
+        # case split on the leading-dimension instance (an in-bounds value, so the split is
+        # exact): each case is linear in the stride, which Z3 decides far faster than the
+        # nonlinear product of two symbolic integers
+        ld, pos = (r, c) if _cell(view, "ld", "pos")[0] == "ld" else (c, r)
+        out = None
+        for k in reversed(range(view.n_ld)):
+            rc = _cell(view, z3.IntVal(k), pos)
+            v = lay.index.eval({"row": rc[0], "col": rc[1], "stride": s})
+            out = v if out is None else z3.If(ld == k, v, out)
+        return out
     inb = lambda r, c: z3.And(r >= 0, c >= 0, r < view.rows, c < view.cols)  # noqa: E731
     sdom = z3.And(s >= 0, s < STRIDE_LIMIT)
     name = f"wmma.overlap_iff_below_default[{view.opcode}]"
@@ -776,10 +800,11 @@ def prove_overlap_iff_below_default(view: MemoryView, timeout_ms: int = 60000) -
     status = PROVED if (inj.proved and wit.proved) else (REFUTED if REFUTED in (inj.status, wit.status) else UNKNOWN)
     res = Result(name, stmt, status, inj.solver, inj.time_s + wit.time_s, inj.witness or wit.witness,
                  (inj.smt2 or "") + "\n; ---- second half ----\n" + (wit.smt2 or ""), note=inj.note or wit.note)
+    rr, cc = np.meshgrid(np.arange(view.rows, dtype=np.int64), np.arange(view.cols, dtype=np.int64), indexing="ij")
     bad = []
     for ss in range(0, 2 * view.default_stride + 8):
-        idxs = [int(view.index(r, c, ss)) for r in range(view.rows) for c in range(view.cols)]
-        if (len(set(idxs)) < len(idxs)) != (ss < view.default_stride):
+        idxs = np.asarray(view.index(rr, cc, ss)).ravel()     # every cell's index at once
+        if (len(np.unique(idxs)) < idxs.size) != (ss < view.default_stride):
             bad.append(ss)
     res.cross_check = {"agrees": not bad, "domain": f"stride in [0, {2 * view.default_stride + 8})", "mismatches": bad}
     return res

@@ -49,9 +49,23 @@ def _native(ob: P.Obligation, r: Result, opts: P.Options, existential: bool = Fa
     return P.Refuted(ob, r.witness or {}, r.solver, r.time_s, note=r.note)
 
 
+_SHARED: dict = {}   # fn -> its output: one theorem function decides several obligations
+
+
+def _once(fn):
+    def call():
+        if fn not in _SHARED:
+            _SHARED[fn] = fn()
+        return _SHARED[fn]
+    return call
+
+
 def _ob(family: str, subject: str, claim: str, fn, cover, existential: bool = False, section: str = SECTION,
         pick: str | None = None) -> P.Obligation:
-    ob = P.Obligation(family, subject, claim, key=_key(family, subject), cover=list(cover), section=section)
+    ob = P.Obligation(family, subject, claim, key=_key(family, subject), cover=list(cover), section=section,
+                      share=f"wmma:{fn.__qualname__}" if pick else "")
+    if pick:
+        fn = _once(fn)
 
     def run(opts: P.Options, ob=ob):
         out = fn()

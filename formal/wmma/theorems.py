@@ -24,6 +24,7 @@ the refutation that shows why it is needed.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -219,6 +220,22 @@ def _matmul_add(A, B, C, m, n, k):
     return [sum((A[i * k + p] * B[p * n + j] for p in range(k)), C[i * n + j]) for i in range(m) for j in range(n)]
 
 
+def _memo(fn):
+    """Cache a pure theorem (same arguments, same spec -> same result): the prove registry,
+    ``wmma prove`` and the tests ask for the same seconds-long Z3 query in one process."""
+    cache: dict = {}
+
+    @functools.wraps(fn)
+    def call(*args, **kw):
+        key = (args, tuple(sorted(kw.items())))
+        if key not in cache:
+            cache[key] = fn(*args, **kw)
+        r = cache[key]
+        return list(r) if isinstance(r, list) else r
+    return call
+
+
+@_memo
 def pipeline_small(m: int = 2, n: int = 2, k: int = 2, lanes: int = 2, covers: bool = True, width: int = 3) -> Result:
     """The pipeline theorem on an m x n x k shape with every map fully symbolic.
 
@@ -317,6 +334,7 @@ def elementwise_counterexamples(cells: int = 4, lanes: int = 2) -> list[Result]:
     return out
 
 
+@_memo
 def accumulator_reinterpretation(cells: int = 4, lanes: int = 2) -> list[Result]:
     """Why converting an .f16 accumulator fragment to .f32 (or back) element by element is undefined.
 
