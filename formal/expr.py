@@ -173,8 +173,6 @@ class Formula:
                 raise FormulaError(f"unbound name {e.name!r}") from None
             except ZeroDivisionError:
                 raise FormulaError(f"division by zero (by a value that is 0) in formula {_show(str(self))}") from None
-            if isinstance(out, int) and not isinstance(out, bool) and not -MAX_CONSTANT <= out < MAX_CONSTANT:
-                raise FormulaError(f"a value of formula {_show(str(self))} does not fit in 64 bits")
             return out
         try:
             for k, tree in self._lets:
