@@ -254,3 +254,29 @@ def _err(msg: str) -> None:
 
 def run() -> None:  # console-script entry
     sys.exit(main())
+
+
+def load_user_function(spec: str):
+    """``--python FILE:FUNC``: the user's function, imported from FILE (any file name); a failing
+    import, ``sys.exit`` included, is one line of bad input (exit 2), never a pass."""
+    import importlib.util
+    from pathlib import Path
+
+    if ":" not in spec:
+        raise InputError("--python takes FILE:FUNC")
+    path, func = spec.rsplit(":", 1)
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"--python: no such file {path}")
+    import importlib.machinery    # any file name: a source loader, not one chosen by the suffix
+    modspec = importlib.util.spec_from_loader("_ptx_formal_audit_user",
+                                              importlib.machinery.SourceFileLoader("_ptx_formal_audit_user", str(p)))
+    mod = importlib.util.module_from_spec(modspec)
+    try:
+        modspec.loader.exec_module(mod)
+    except (Exception, SystemExit) as e:  # user code (sys.exit too): report it in one line, never a pass
+        raise InputError(f"--python: {path} failed to import: {type(e).__name__}: {e}") from None
+    fn = getattr(mod, func, None)
+    if not callable(fn):
+        raise InputError(f"--python: {path} has no function {func}")
+    return fn

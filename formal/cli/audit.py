@@ -14,34 +14,17 @@ matches, 2 bad input or the user's code failed to load or crashed.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 from ..catalog import BadArgument, parse
 
 
 def _load(spec: str):
-    """The user's function, imported from FILE; every failure is one line (exit 2)."""
-    if ":" not in spec:
-        raise BadArgument("--python takes FILE:FUNC")
-    path, func = spec.rsplit(":", 1)
-    p = Path(path)
-    if not p.is_file():
-        raise BadArgument(f"--python: no such file {path}")
-    modspec = importlib.util.spec_from_file_location("_ptx_formal_audit_model", p)
-    mod = importlib.util.module_from_spec(modspec)
-    try:
-        modspec.loader.exec_module(mod)
-    except BaseException as e:  # noqa: BLE001  user code: SystemExit and KeyboardInterrupt-like exits too
-        if isinstance(e, KeyboardInterrupt):
-            raise
-        raise BadArgument(f"--python: {path} failed to import: {type(e).__name__}: {e}") from None
-    fn = getattr(mod, func, None)
-    if not callable(fn):
-        raise BadArgument(f"--python: {path} has no function {func}")
-    return _contained(fn, spec)
+    """The user's function (one loader for every ``--python``), contained when called."""
+    from . import load_user_function
+
+    return _contained(load_user_function(spec), spec)
 
 
 def _contained(fn, name: str):

@@ -13,7 +13,6 @@ Exit codes: 0 shown / audit proved, 1 audit refuted, 2 bad input, 3 audit unknow
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -232,24 +231,8 @@ def all_figures(directory: str) -> int:
 
 
 def _load_python(spec: str):
-    if ":" not in spec:
-        raise InputError("--python takes FILE:FUNC")
-    path, func = spec.rsplit(":", 1)
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"--python: no such file {path}")
-    import importlib.machinery    # any file name: a source loader, not one chosen by the suffix
-    modspec = importlib.util.spec_from_loader("_ptx_formal_audit_user",
-                                              importlib.machinery.SourceFileLoader("_ptx_formal_audit_user", str(p)))
-    mod = importlib.util.module_from_spec(modspec)
-    try:
-        modspec.loader.exec_module(mod)
-    except (Exception, SystemExit) as e:  # user code (sys.exit too): report it in one line, never a pass
-        raise InputError(f"--python: {path} failed to import: {type(e).__name__}: {e}") from None
-    fn = getattr(mod, func, None)
-    if not callable(fn):
-        raise InputError(f"--python: {path} has no function {func}")
-    return fn
+    from . import load_user_function
+    return load_user_function(spec)
 
 
 def cmd_audit(args, opcode: str) -> int:
