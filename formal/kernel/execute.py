@@ -554,20 +554,24 @@ def _vec_regs(op, ins):
     return [op]
 
 
-def _ld(m, p, ins, exe):
-    parts = ins.parts
+def _access(m, ins, exe, reg_op, addr_op):
+    """What ld and st share: element type and width, the vector's registers, and the
+    executing threads whose (aligned) addresses the access goes to."""
     t = _t(ins)
     w = V.type_bits(t)
-    nv = next((int(x[1:]) for x in parts if x in ("v2", "v4", "v8")), 1)
+    nv = next((int(x[1:]) for x in ins.parts if x in ("v2", "v4", "v8")), 1)
     eb = w // 8
-    regs = _vec_regs(ins.ops[0], ins)
+    regs = _vec_regs(reg_op, ins)
     if len(regs) != nv:
         raise Unsupported(ins.line, ins.text, f".v{nv} needs {nv} registers")
     tidx = np.flatnonzero(exe)
-    space = _space(ins)
-    addr = addresses(m, ins, ins.ops[1], tidx)
+    addr = addresses(m, ins, addr_op, tidx)
     ok = _check_align(m, ins, addr, tidx, nv * eb)
-    tidx, addr = tidx[ok], addr[ok]
+    return t, w, nv, eb, regs, _space(ins), tidx[ok], addr[ok]
+
+
+def _ld(m, p, ins, exe):
+    t, w, nv, eb, regs, space, tidx, addr = _access(m, ins, exe, ins.ops[0], ins.ops[1])
     data, tg, srcs = _read_bytes(m, ins, space, addr, tidx, nv * eb)
     sub = np.zeros(m.T, bool)
     sub[tidx] = True
@@ -593,19 +597,7 @@ def _ld(m, p, ins, exe):
 
 
 def _st(m, p, ins, exe):
-    parts = ins.parts
-    t = _t(ins)
-    w = V.type_bits(t)
-    nv = next((int(x[1:]) for x in parts if x in ("v2", "v4", "v8")), 1)
-    eb = w // 8
-    srcs = _vec_regs(ins.ops[1], ins)
-    if len(srcs) != nv:
-        raise Unsupported(ins.line, ins.text, f".v{nv} needs {nv} registers")
-    tidx = np.flatnonzero(exe)
-    space = _space(ins)
-    addr = addresses(m, ins, ins.ops[0], tidx)
-    ok = _check_align(m, ins, addr, tidx, nv * eb)
-    tidx, addr = tidx[ok], addr[ok]
+    t, w, nv, eb, srcs, space, tidx, addr = _access(m, ins, exe, ins.ops[1], ins.ops[0])
     data = np.zeros((len(tidx), nv * eb), dtype=np.uint8)
     tg = np.zeros((len(tidx), nv * eb), np.int64) if m.check else None
     for j, o in enumerate(srcs):

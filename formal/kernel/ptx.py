@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..transform.steps import split_top  # noqa: F401  (one operand-list splitter)
+
 
 class PTXSyntaxError(ValueError):
     """A module the front end cannot read; ``line`` is its 1-based source line."""
@@ -267,23 +269,6 @@ def _int_lit(t: str) -> int | None:
     else:
         v = int(body)
     return -v if neg else v
-
-
-def split_top(s: str) -> list[str]:
-    out, depth, cur = [], 0, []
-    for ch in s:
-        if ch in "{[(":
-            depth += 1
-        elif ch in "}])":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(ch)
-    if "".join(cur).strip():
-        out.append("".join(cur).strip())
-    return out
 
 
 def _const_expr(t: str) -> int | None:

@@ -88,11 +88,13 @@ def _int(tok: str) -> int | None:
 
 
 def split_top(s: str) -> list[str]:
+    """Top-level comma split of a PTX operand list (commas inside {}, [] and () stay); the
+    recipe reader and the kernel front end both use it."""
     out, depth, cur = [], 0, ""
     for ch in s:
-        if ch in "{[":
+        if ch in "{[(":
             depth += 1
-        elif ch in "}]":
+        elif ch in "}])":
             depth -= 1
         if ch == "," and depth == 0:
             out.append(cur.strip())
