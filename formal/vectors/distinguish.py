@@ -478,22 +478,27 @@ def regime_tie(form: Form, rng, T: int):
             if e < plo:
                 e = plo + int(rng.integers(0, 4))
             terms.append((e, bool(rng.random() < 0.5)))
-        pos = rng.permutation(Ka)[:len(terms)]
-        for (e, neg), j in zip(terms, pos):
-            ab = _pow2_product(rng, form, e)
-            if ab is None:
-                continue
-            x, y = _pos_only(form.atype, ab[0]), _pos_only(form.btype, ab[1])
-            if neg:
-                f = _fmt(form.atype)
-                x |= (1 << (f.field_bits - 1 + f.ignored_low_bits)) if f.signed else 0
-            A[t, j], B[t, j] = x, y
+        _place_terms(rng, form, A, B, t, terms, Ka)
         if c_lead:
             ce = max(lead, fc.emin - (fc.mantissa if fc.subnormal else 0))
             C[t] = _pos_only(form.ctype, int(_pow2(rng, form.ctype, np.array([ce]), 1)[0]))
         else:
             C[t] = 0 if rng.random() < 0.7 else neg_zero(form.ctype)
     return A, B, C
+
+
+def _place_terms(rng, form: Form, A, B, t: int, terms, Ka: int) -> None:
+    """Products of power-of-two exponents ``e`` (negated where asked) at random k of case t."""
+    pos = rng.permutation(Ka)[:len(terms)]
+    for (e, neg), j in zip(terms, pos):
+        ab = _pow2_product(rng, form, e)
+        if ab is None:
+            continue
+        x, y = _pos_only(form.atype, ab[0]), _pos_only(form.btype, ab[1])
+        if neg:
+            f = _fmt(form.atype)
+            x |= (1 << (f.field_bits - 1 + f.ignored_low_bits)) if f.signed else 0
+        A[t, j], B[t, j] = x, y
 
 
 def _ref_block(form: Form, arch="sm_90"):
@@ -528,16 +533,7 @@ def regime_floor(form: Form, rng, T: int):
             terms.append((max(lead, fo.emin) - fo.mantissa - 1, False))         # half an output ulp
         for _ in range(int(rng.integers(1, 3))):
             terms.append((max(blk.minexp - blk.F + int(rng.integers(-2, 3)), plo), bool(rng.random() < 0.5)))
-        pos = rng.permutation(Ka)[:len(terms)]
-        for (e, neg), j in zip(terms, pos):
-            ab = _pow2_product(rng, form, e)
-            if ab is None:
-                continue
-            x, y = _pos_only(form.atype, ab[0]), _pos_only(form.btype, ab[1])
-            if neg:
-                f = _fmt(form.atype)
-                x |= (1 << (f.field_bits - 1 + f.ignored_low_bits)) if f.signed else 0
-            A[t, j], B[t, j] = x, y
+        _place_terms(rng, form, A, B, t, terms, Ka)
         C[t] = 0 if rng.random() < 0.7 else neg_zero(form.ctype)
     return A, B, C
 
