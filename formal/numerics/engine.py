@@ -596,14 +596,7 @@ def _rn32_sum(x, y):
     rounding s to odd (step one ulp toward e when e != 0 and s is even) keeps the
     exact sum's rounding into any format of <= 51 bits, so one more RN cast to
     float32 is the correctly rounded result (round-to-odd, Boldo & Melquiond 2008)."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        s = x + y
-        bb = s - x
-        e = (x - (s - bb)) + (y - bb)
-        fix = np.isfinite(s) & (e != 0) & ((s.view(np.uint64) & np.uint64(1)) == 0)
-        if np.any(fix):
-            s = np.where(fix, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
-        return s.astype(np.float32)
+    return _rn_odd_sum(x, y).astype(np.float32)
 
 
 def _f32_codes(v, nan_code):
