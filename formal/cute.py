@@ -158,11 +158,7 @@ def from_cute(tv: str, form_or_opcode, operand: str, *, thr_to_lane: str | None 
         return from_cute_scale(tv, form_or_opcode, op, name=name, **params)
     if op not in ("a", "b", "c", "d"):
         raise LayoutError("CuTe audits cover the a, b, c, d, scale_a, scale_b operands (and metadata: audit_metadata)")
-    shape, stride = parse(tv)
-    if isinstance(shape, int) or len(shape) != 2:
-        raise LayoutError(f"CuTe TV layout {tv!r}: expected two top-level modes (thread, value)")
-    (ts, vs), (td, vd) = shape, stride
-    nthr, nval = size(ts), size(vs)
+    ts, vs, td, vd, nthr, nval = _modes(tv)
     lanes_per_product = ref.lanes // ref.products
     if op == "a" and _is_sparse(ref) and nval == 2 * ref.elements:
         return from_cute_sparse_a(tv, form_or_opcode, name=name)
@@ -238,12 +234,17 @@ def _is_sparse(ref) -> bool:
     return e is not None and e.file == "fragments_mma_sp"
 
 
-def _tv(tv: str):
+def _modes(tv: str):
+    """A TV layout's (thread shape, value shape, thread stride, value stride, threads, values)."""
     shape, stride = parse(tv)
     if isinstance(shape, int) or len(shape) != 2:
         raise LayoutError(f"CuTe TV layout {tv!r}: expected two top-level modes (thread, value)")
     (ts, vs), (td, vd) = shape, stride
-    nthr, nval = size(ts), size(vs)
+    return ts, vs, td, vd, size(ts), size(vs)
+
+
+def _tv(tv: str):
+    ts, vs, td, vd, nthr, nval = _modes(tv)
     if nthr != 32:
         raise LayoutError(f"CuTe TV layout has {nthr} threads; these atoms have 32")
     t = np.repeat(np.arange(nthr), nval)
@@ -394,11 +395,7 @@ def audit_tiled(tv: str, form_or_opcode, operand: str, tile, *, compare_bits: bo
     ref = fragment(form, op, **params)
     if op not in ("a", "b", "c", "d") or ref.products > 1:
         raise LayoutError("tiled CuTe audits cover the a, b, c, d operands of one-product forms")
-    shape, stride = parse(tv)
-    if isinstance(shape, int) or len(shape) != 2:
-        raise LayoutError(f"CuTe TV layout {tv!r}: expected two top-level modes (thread, value)")
-    (ts, vs), (td, vd) = shape, stride
-    nthr, nval = size(ts), size(vs)
+    ts, vs, td, vd, nthr, nval = _modes(tv)
     R, C = (int(x) for x in tile)
     E = ref.elements
     if nthr % 32 or nval % E:
