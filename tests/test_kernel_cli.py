@@ -67,6 +67,8 @@ def test_bad_input_exits_2(tmp_path):
     bad.write_text(Path(SPEC).read_text().replace('param = "tiny_mma_param_2"', 'param = "nope"'))
     rc, _, err = cli("kernel", "run", PTX, "--spec", str(bad))
     assert rc == 2 and "nope" in err
+    rc, _, err = cli("kernel", "check", PTX, "--spec", SPEC, "--ctas", "99")   # the grid has one CTA
+    assert rc == 2 and "CTA 99 is not in the grid" in err and err.count("\n") == 1
 
 
 def test_unsupported_exits_3(tmp_path):

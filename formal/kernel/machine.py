@@ -122,11 +122,12 @@ class Machine:
             self.ctas = all_ctas
         else:
             cl = []
-            for c in ctas:
-                c = tuple(int(v) for v in (list(c) + [0, 0])[:3]) if not isinstance(c, int) else \
-                    all_ctas[c] if 0 <= c < len(all_ctas) else None
+            for given in ctas:
+                c = tuple(int(v) for v in (list(given) + [0, 0])[:3]) if not isinstance(given, int) else \
+                    all_ctas[given] if 0 <= given < len(all_ctas) else None
                 if c is None or c not in all_ctas:
-                    raise SpecError(f"CTA {c} is not in the grid {sp.grid}")
+                    raise SpecError(f"CTA {given} is not in the grid {sp.grid} ({len(all_ctas)} CTAs, "
+                                    f"linear indices 0..{len(all_ctas) - 1})")
                 cl.append(c)
             self.ctas = cl
         n = len(self.ctas)
