@@ -11,7 +11,7 @@ import math
 
 import numpy
 
-from .xp import backend, like, module_for, np, on_host, to_host
+from .xp import backend, current, like, module_for, np, on_host, to_host
 
 from . import block as B
 from .archs import get_model
@@ -356,124 +356,144 @@ def f64_nan_select(p: FmaChain, r, ops: dict):
     return out
 
 
-def _two_prod(x, y):
-    """Dekker: x*y = ph + pl exactly (no overflow, pl not below the normal range)."""
-    sx = 134217729.0 * x
-    xh = sx - (sx - x)
-    xl = x - xh
-    sy = 134217729.0 * y
-    yh = sy - (sy - y)
-    yl = y - yh
-    ph = x * y
-    return ph, ((xh * yh - ph) + xh * yl + xl * yh) + xl * yl
+# ---------------------------------------------------------------------------
+# f64: correctly rounded FMAs in float64 arithmetic
+# ---------------------------------------------------------------------------
+#
+# fma(a, b, c) runs on scaled numbers: a = ma * 2**ea and b = mb * 2**eb with |ma|, |mb| in
+# [1/2, 1) (frexp), so Dekker's product ma * mb = ph + pl is exact and far from overflow and
+# the subnormal range whatever a and b are.  c is scaled by the same 2**-(ea + eb), its
+# exponent relative to the product's clamped to [-_L, _L]: beyond that the smaller addend
+# only acts as a sticky bit (it lies far below the other's last bit), and a stand-in of the
+# same sign that is still far below rounds the same.  The sum is rounded once in the scaled
+# domain (:func:`_round_sum3`) and scaled back by one ldexp: exact, unless the result
+# overflows (Inf, or the largest finite number per mode) or lies below 2**-1020 (near the
+# subnormal range, where ldexp would round a second time: those few elements go to the
+# Python-integer :func:`fma_f64`).  NaN and Inf operands need no test of their own: the
+# scaled sum ph + C is the IEEE outcome (Inf*0 and Inf-Inf give NaN), mapped afterwards to
+# the NaN codes of the model.  Only element-wise IEEE float64 and integer operations: the
+# same code is exact on CuPy (:mod:`.xp`).
+
+#: exponent given to a zero factor: the product then lies far below any c
+_ZERO_E = -4000
+#: clamp of c's exponent relative to the product's: the scaled c stays below 2**1022
+_L = 1022
+#: results below this go to the exact tier (double rounding near the subnormal range)
+_TINY = 2.0 ** -1020
+_F64_MAX = float(numpy.finfo(numpy.float64).max)
+
+
+def _f64_factor(x):
+    """An FMA factor (uint64 codes, any shape): (m, hi, lo, e) with x = m * 2**e and |m| in
+    [1/2, 1) for finite nonzero x; m = +-0 with e = ``_ZERO_E`` for a zero; m = x (Inf, NaN)
+    otherwise.  hi + lo = m is Veltkamp's split (26 + 27 bits) for Dekker's product."""
+    xp = current()
+    m, e = xp.frexp(xp.asarray(x, xp.uint64).view(xp.float64))
+    e = xp.where(m == 0, xp.int32(_ZERO_E), e).astype(xp.int32)
+    with numpy.errstate(invalid="ignore", over="ignore"):
+        s = m * 134217729.0          # 2**27 + 1
+        hi = s - (s - m)
+        return m, hi, m - hi, e
 
 
 def _round_sum3(ph, pl, c, mode):
-    """ph + pl + c (exact doubles; ph + pl an exact product) rounded once to binary64 in
-    ``mode``, with an unbounded exponent: s1 + e1 = ph + c and s2 + e2 = e1 + pl exactly
-    (TwoSum); v = s2 + e2 rounded to odd; result = s1 + v rounded in ``mode`` (the
-    emulated FMA of Boldo & Melquiond, IEEE TC 2008; directed modes step by one ulp
-    using TwoSum's error of the last add).  Returns (z, exact_zero)."""
+    """ph + pl + c (exact doubles; ph + pl an exact product; no overflow) rounded once to
+    binary64 in ``mode``, with an unbounded exponent: s1 + e1 = ph + c and s2 + e2 = e1 + pl
+    exactly (TwoSum); v = s2 + e2 rounded to odd; z = RN(s1 + v) (the emulated FMA of Boldo &
+    Melquiond, IEEE TC 2008); directed modes step z by one ulp toward TwoSum's error of that
+    last add.  Returns (z, s1).  Rounding to odd and the steps are integer operations on the
+    codes (nextafter costs some twenty adds)."""
+    xp = current()
+    i64 = xp.int64
     s1 = ph + c
     t = s1 - ph
     e1 = (ph - (s1 - t)) + (c - t)
     s2 = e1 + pl
     t = s2 - e1
     e2 = (e1 - (s2 - t)) + (pl - t)
-    even = (s2.view(np.uint64) & np.uint64(1)) == 0
-    v = np.where((e2 != 0) & even, np.nextafter(s2, np.where(e2 > 0, np.inf, -np.inf)), s2)
+    # round to odd: truncate s2 (one code down in magnitude where e2 points the other way),
+    # then set the last bit when the sum was inexact
+    i2 = s2.view(i64)
+    nz = e2 != 0
+    v = ((i2 - (((i2 ^ e2.view(i64)) < 0) & nz)) | nz).view(xp.float64)
     z = s1 + v
-    if mode != "rn":
-        t = z - s1
-        err = (s1 - (z - t)) + (v - t)
-        if mode == "rz":
-            z = np.where((err != 0) & (np.signbit(err) != np.signbit(z)), np.nextafter(z, 0.0), z)
-        elif mode == "rm":
-            z = np.where(err < 0, np.nextafter(z, -np.inf), z)
-        elif mode == "rp":
-            z = np.where(err > 0, np.nextafter(z, np.inf), z)
+    if mode == "rn":
+        return z, s1
+    t = z - s1
+    err = (s1 - (z - t)) + (v - t)
+    zi = z.view(i64)
+    if mode == "rz":      # one code toward zero where the error points the other way
+        zi = zi - (((zi ^ err.view(i64)) < 0) & (err != 0))
+    elif mode == "rm":    # (zi >> 63) | 1 is the sign of z: -1 or 1
+        zi = zi - (err < 0) * ((zi >> 63) | 1)
+    elif mode == "rp":
+        zi = zi + (err > 0) * ((zi >> 63) | 1)
+    else:
+        raise ValueError(f"rounding mode {mode!r}")
+    return zi.view(xp.float64), s1
+
+
+def _fma_f64_step(a, b, c, fa, fb, mode, nan_code, prop=()):
+    """fma(a, b, c), correctly rounded in ``mode``: a, b, c uint64 codes that broadcast
+    together, fa and fb the factors a and b from :func:`_f64_factor`.  NaN results are
+    ``nan_code``, except that ``prop`` (names among "a", "b", "c", the first in priority
+    LAST) returns a NaN operand quieted (FmaChain's nan_rule="propagate")."""
+    xp = current()
+    ma, ah, al, ea = fa
+    mb, bh, bl, eb = fb
+    c = xp.asarray(c, xp.uint64)
+    with numpy.errstate(all="ignore"):
+        fc = c.view(xp.float64)
+        ph = ma * mb
+        pl = ((ah * bh - ph) + ah * bl + al * bh) + al * bl
+        ep = ea + eb
+        mc, ec = xp.frexp(fc)
+        z, s1 = _round_sum3(ph, pl, xp.ldexp(mc, xp.clip(ec - ep, -_L, _L)), mode)
+        res = xp.ldexp(z, xp.maximum(ep, ec - _L))
+        bad = ~xp.isfinite(res)
+        special = None
+        if xp.any(bad):
+            special = ~xp.isfinite(s1)      # a NaN or Inf operand: s1 is the IEEE outcome
+            if mode != "rn":                # overflow: the largest finite number toward zero
+                neg = xp.signbit(z)
+                to_max = {"rz": True, "rm": ~neg, "rp": neg}[mode]
+                res = xp.where(bad & ~special & to_max, xp.copysign(_F64_MAX, z), res)
+            res = xp.where(special, s1, res)
+        small = xp.abs(res) < _TINY
+        if xp.any(small):
+            # exact zero sums: IEEE 754 §6.3 signs (only zero + zero of one sign keeps it)
+            zero = small & (z == 0)
+            pneg, cneg = xp.signbit(ph), xp.signbit(fc)
+            zneg = xp.where((ph == 0) & (fc == 0) & (pneg == cneg), pneg, mode == "rm")
+            res = xp.where(zero, xp.where(zneg, -0.0, 0.0), res)
+            # nonzero results near the subnormal range (a zero product's result is c, exact)
+            redo = small & ~zero & (ph != 0)
         else:
-            raise ValueError(f"rounding mode {mode!r}")
-    return z, z == 0
-
-
-def _zero_fix(z, zsum, fa, fb, fc, mode):
-    """Signs of exact-zero results (IEEE 754 §6.3) and zero products (result = c)."""
-    pzero = (fa == 0) | (fb == 0)
-    czero = fc == 0
-    pneg = np.signbit(fa) ^ np.signbit(fb)
-    rm = mode == "rm"
-    zneg = np.where(pzero & czero, np.where(pneg == np.signbit(fc), pneg, rm), rm)
-    z = np.where(zsum, np.where(zneg, -0.0, 0.0), z)
-    return np.where(pzero & ~czero, fc, z)
-
-
-#: exponent-field window of the direct path: |a|, |b| in [2**-450, 2**451), |c| < 2**901
-_DIRECT_AB = 450
-_DIRECT_C = 900
+            redo = None
+        out = res.view(xp.uint64)
+        if special is not None:
+            out = xp.where(xp.isnan(res), xp.uint64(nan_code), out)
+            for name in prop:
+                x = xp.asarray({"a": a, "b": b, "c": c}[name], xp.uint64)
+                out = xp.where(_f64_isnan(x), x | F64_QUIET, out)
+        if redo is not None and xp.any(redo):
+            j = xp.nonzero(redo)
+            shape = out.shape
+            codes = [xp.broadcast_to(xp.asarray(x, xp.uint64), shape)[j] for x in (a, b, c)]
+            out = xp.ascontiguousarray(out)
+            out[j] = _exact_fma(*codes, mode, nan_code)
+    return out
 
 
 def fma_f64_codes(a, b, c, mode="rn", nan_code=None):
-    """Correctly rounded binary64 fma on encodings (uint64 arrays that broadcast together).
-
-    Three tiers, all exact (tests compare them with :func:`fma_f64` and the Fraction
-    reference in every rounding mode):
-
-    * direct: |a|, |b| in [2**-450, 2**451) and |c| < 2**901 -- Dekker's exact product
-      and :func:`_round_sum3` on the numbers themselves (no overflow, nothing below
-      the normal range: every partial error is a multiple of 2**-1008);
-    * scaled: other finite inputs -- significands in [1/2, 1) (``frexp``), both addends
-      scaled to the larger one's exponent (an addend more than 2**150 below the other
-      only acts as a sticky bit and is replaced by +-2**-160), :func:`_round_sum3`,
-      then overflow to Inf or the largest finite number per mode;
-    * exact: results below 2**-1020 (near or in the subnormal range) -- :func:`fma_f64`
-      with Python integers.
-
-    NaN / Inf inputs are classified directly (NaN results are ``nan_code``).
-    """
+    """Correctly rounded binary64 fma on encodings (uint64 arrays that broadcast together):
+    the float64 algorithm of :func:`_fma_f64_step`, exact in every rounding mode (tests
+    compare it with :func:`fma_f64` and the Fraction reference); NaN results are
+    ``nan_code`` (default 0x7FFFFFFFFFFFFFFF)."""
     a, b, c = np.broadcast_arrays(np.asarray(a, np.uint64), np.asarray(b, np.uint64), np.asarray(c, np.uint64))
-    shape = a.shape
-    a, b, c = (np.ascontiguousarray(x).reshape(-1) for x in (a, b, c))
-    out = np.empty(a.shape, np.uint64)
-    ex = lambda x: ((x >> np.uint64(52)) & np.uint64(0x7FF)).astype(np.int64) - 1023  # noqa: E731
-    xa, xb, xc = ex(a), ex(b), ex(c)
-    direct = ((np.abs(xa) <= _DIRECT_AB) & (np.abs(xb) <= _DIRECT_AB) & (np.abs(xc) <= _DIRECT_C))
-    direct |= (np.abs(xa) <= _DIRECT_AB) & (np.abs(xb) <= _DIRECT_AB) & ((c << np.uint64(1)) == 0)  # c = +-0
-    fin = (xa < 1024) & (xb < 1024) & (xc < 1024)
-    slow = np.zeros(a.shape, bool)
-    with np.errstate(all="ignore"):
-        alld = bool(direct.all())
-        if alld or np.any(direct):
-            # every element direct (the common case): whole arrays, no gather / scatter
-            i = slice(None) if alld else np.flatnonzero(direct)
-            fa, fb, fc = a[i].view(np.float64), b[i].view(np.float64), c[i].view(np.float64)
-            ph, pl = _two_prod(fa, fb)
-            z, zsum = _round_sum3(ph, pl, fc, mode)
-            z = _zero_fix(z, zsum, fa, fb, fc, mode)
-            out[i] = z.view(np.uint64)
-            slow[i] = (np.abs(z) < 2.0 ** -1020) & ~zsum & (fa != 0) & (fb != 0)
-        if alld:
-            fin = direct   # direct inputs are finite
-        scaled = fin & ~direct
-        if np.any(scaled):
-            i = np.flatnonzero(scaled)
-            out[i], sl = _fma_scaled(a[i].view(np.float64), b[i].view(np.float64), c[i].view(np.float64), mode)
-            slow[i] = sl
-        if not np.all(fin):      # NaN / Inf inputs: the IEEE outcome without arithmetic
-            i = np.flatnonzero(~fin)
-            fa, fb, fc = a[i].view(np.float64), b[i].view(np.float64), c[i].view(np.float64)
-            anynan = np.isnan(fa) | np.isnan(fb) | np.isnan(fc)
-            inv_mul = (np.isinf(fa) & (fb == 0)) | (np.isinf(fb) & (fa == 0))
-            pinf = (np.isinf(fa) | np.isinf(fb)) & ~inv_mul & ~anynan
-            psign = np.signbit(fa) ^ np.signbit(fb)
-            nan = anynan | inv_mul | (pinf & np.isinf(fc) & (psign != np.signbit(fc)))
-            neg = np.where(pinf, psign, np.signbit(fc))
-            r = np.where(neg, np.uint64(0xFFF0000000000000), np.uint64(0x7FF0000000000000))
-            out[i] = np.where(nan, np.uint64(nan_code if nan_code is not None else 0x7FFFFFFFFFFFFFFF), r)
-    if np.any(slow):
-        j = np.flatnonzero(slow)
-        out[j] = _exact_fma(a[j], b[j], c[j], mode, nan_code)
-    return out.reshape(shape)
+    nan_code = 0x7FFFFFFFFFFFFFFF if nan_code is None else nan_code
+    out = _fma_f64_step(a, b, c, _f64_factor(a), _f64_factor(b), mode, nan_code)
+    return np.ascontiguousarray(np.broadcast_to(out, a.shape))
 
 
 def _exact_fma(a, b, c, mode, nan_code):
@@ -483,69 +503,6 @@ def _exact_fma(a, b, c, mode, nan_code):
     with backend(numpy):
         r = fma_f64(decode(to_host(a), "f64"), decode(to_host(b), "f64"), decode(to_host(c), "f64"), mode, nan_code)
     return np.asarray(r)
-
-
-def _fma_scaled(fa, fb, fc, mode):
-    """The scaled tier of :func:`fma_f64_codes` (finite inputs): (codes, needs-exact mask)."""
-    ma, ea = np.frexp(fa)
-    mb, eb = np.frexp(fb)
-    mc, ec = np.frexp(fc)
-    pzero = (fa == 0) | (fb == 0)
-    czero = fc == 0
-    ep = (ea + eb).astype(np.int64)
-    ec = ec.astype(np.int64)
-    ph, pl = _two_prod(ma, mb)   # |ma|, |mb| in [1/2, 1): exact
-    E = np.where(pzero, ec, np.where(czero, ep, np.maximum(ep, ec)))
-    dp = ep - E
-    dc = ec - E
-    tiny = 2.0 ** -160
-    ph_s = np.where(pzero, 0.0, np.where(dp < -150, np.copysign(tiny, ph), np.ldexp(ph, np.maximum(dp, -150))))
-    pl_s = np.where(pzero | (dp < -150), 0.0, np.ldexp(pl, np.maximum(dp, -150)))
-    cs = np.where(czero, 0.0, np.where(dc < -150, np.copysign(tiny, mc), np.ldexp(mc, np.maximum(dc, -150))))
-    z, zsum = _round_sum3(ph_s, pl_s, cs, mode)
-    et = np.frexp(z)[1].astype(np.int64) + E          # result = m * 2**et, m in [1/2, 1)
-    res = np.ldexp(z, np.clip(E, -2000, 2000))
-    neg = np.signbit(z)
-    to_max = (mode == "rz") | ((mode == "rm") & ~neg) | ((mode == "rp") & neg)
-    res = np.where(et > 1024, np.where(to_max, np.copysign(np.finfo(np.float64).max, z), np.copysign(np.inf, z)),
-                   res)
-    res = _zero_fix(res, zsum, fa, fb, fc, mode)
-    slow = (et <= -1020) & ~zsum & ~pzero
-    return res.view(np.uint64), slow
-
-
-def _fma_step_direct(ak, bk, acc, mode, batch):
-    """One chain step ``fma(ak, bk, acc)`` when every element is in the direct tier of
-    :func:`fma_f64_codes` (then no NaN, Inf or overflow can occur, so the NaN rule has
-    nothing to do); else None.  The same arithmetic as that tier, on ``ak``/``bk`` as
-    they broadcast (an [M, 1] column times a [1, N] row: the Dekker splits run on the
-    distinct elements only) and without gathers; results that need the exact tier are
-    redone there."""
-    fa, fb = np.asarray(ak, np.uint64).view(np.float64), np.asarray(bk, np.uint64).view(np.float64)
-    fc = np.asarray(acc, np.uint64).view(np.float64)
-    lo, hi = 2.0 ** -_DIRECT_AB, 2.0 ** (_DIRECT_AB + 1)     # exponent field in [-450, 450]
-    with np.errstate(all="ignore"):
-        for x in (fa, fb):
-            m = np.abs(x)
-            if not np.all((m >= lo) & (m < hi)):
-                return None
-        m = np.abs(fc)
-        if not np.all(((m >= 2.0 ** -_DIRECT_C) & (m < 2.0 ** (_DIRECT_C + 1))) | (m == 0)):
-            return None
-        ph, pl = _two_prod(fa, fb)
-        z, zsum = _round_sum3(ph, pl, fc, mode)
-        if np.any(zsum):                    # a, b are nonzero here: only exact-zero sums need the sign rule
-            z = _zero_fix(z, zsum, fa, fb, fc, mode)
-        z = np.broadcast_to(z, batch)
-        out = np.ascontiguousarray(z).view(np.uint64)
-        tiny = np.abs(z) < 2.0 ** -1020
-        if np.any(tiny):
-            j = np.nonzero(tiny & ~np.broadcast_to(zsum, batch))
-            if len(j[0]):
-                out = out.copy()
-                A, B, C = (np.broadcast_to(np.asarray(x, np.uint64), batch)[j] for x in (ak, bk, acc))
-                out[j] = _exact_fma(A, B, C, mode, None)
-    return out
 
 
 def _run_f64(a, b, c, sa, sb, p: FmaChain, ctx):
@@ -559,14 +516,15 @@ def _run_f64(a, b, c, sa, sb, p: FmaChain, ctx):
         acc = np.broadcast_to(np.asarray(c, np.uint64), batch)
     else:
         acc = np.full(batch, 1 << 63, np.uint64)  # -0: the neutral element of IEEE addition
+    if p.nan_rule not in ("propagate", "canonical"):
+        raise ValueError(f"nan_rule {p.nan_rule!r}")
     nan_code = p.default_nan if p.nan_rule == "propagate" else p.nan_bits
+    prop = tuple(reversed(p.nan_priority)) if p.nan_rule == "propagate" else ()
+    # every k's factor decoded and split once, on the operands' own (unbroadcast) shapes
+    fa, fb = _f64_factor(a), _f64_factor(b)
     for k in ks:
-        ak, bk = a[..., k], b[..., k]
-        r = _fma_step_direct(ak, bk, acc, mode, batch)
-        if r is None:
-            r = fma_f64_codes(ak, bk, acc, mode, nan_code)
-            r = f64_nan_select(p, r, {"a": ak, "b": bk, "c": acc})
-        acc = r
+        acc = _fma_f64_step(a[..., k], b[..., k], acc, tuple(x[..., k] for x in fa), tuple(x[..., k] for x in fb),
+                            mode, nan_code, prop)
     if not p.c_first:
         r = add_rounded(acc, "f64", c, "f64", "f64", mode, nan_code=nan_code)
         acc = f64_nan_select(p, r, {"a": acc, "b": np.broadcast_to(np.asarray(c, np.uint64), batch),
