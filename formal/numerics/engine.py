@@ -23,6 +23,7 @@ CHUNK_TERMS = 1 << 20
 #: products per chunk on a GPU (kernel launches amortised; ~10 temporaries of 8 bytes each)
 DEVICE_CHUNK_TERMS = 1 << 28
 #: the f64 chain holds ~20 live [chunk] temporaries per FMA step: smaller chunks stay in L2
+#: (FmaChain: outputs per chunk; the others: products per chunk)
 _CHUNK: dict = {}
 
 def dot_terms(a, b, c, *, atype, btype, ctype, dtype, arch="sm_90", satfinite=False,
@@ -97,7 +98,8 @@ def dot_terms(a, b, c, *, atype, btype, ctype, dtype, arch="sm_90", satfinite=Fa
     perm = [i for i in range(nb) if i != inner] + [inner]
     ops = [None if x is None else x.transpose(perm + list(range(nb, x.ndim))) for x in ops]
     n_in = batch[inner]
-    total = math.prod(batch) * max(K, 1)
+    # on the CPU the f64 chain counts outputs: its temporaries are [outputs], one step at a time
+    total = math.prod(batch) * (1 if type(p) is FmaChain and on_host() else max(K, 1))
     chunk = _CHUNK.get(type(p), CHUNK_TERMS) if on_host() else DEVICE_CHUNK_TERMS
     step = n_in if total <= chunk else max(1, chunk * n_in // total)
     outs = []
@@ -446,13 +448,16 @@ def _fma_f64_step(a, b, c, fa, fb, mode, nan_code, prop=()):
         fc = c.view(xp.float64)
         ph = ma * mb
         pl = ((ah * bh - ph) + ah * bl + al * bh) + al * bl
-        ep = ea + eb
+        # d = c's exponent relative to the product's; the scaled sum is ph + pl + mc * 2**d
+        # with d clamped to [-_L, _L], and the result comes back by 2**F: F = ep unless c
+        # dominates by more than 2**_L (then F = ec - _L and the product is the stand-in)
         mc, ec = xp.frexp(fc)
-        z, s1 = _round_sum3(ph, pl, xp.ldexp(mc, xp.clip(ec - ep, -_L, _L)), mode)
-        res = xp.ldexp(z, xp.maximum(ep, ec - _L))
-        bad = ~xp.isfinite(res)
+        d = xp.minimum(ec - (ea + eb), _L)
+        z, s1 = _round_sum3(ph, pl, xp.ldexp(mc, xp.maximum(d, -_L)), mode)
+        res = xp.ldexp(z, ec - d)
         special = None
-        if xp.any(bad):
+        if not xp.all(xp.isfinite(res)):
+            bad = ~xp.isfinite(res)
             special = ~xp.isfinite(s1)      # a NaN or Inf operand: s1 is the IEEE outcome
             if mode != "rn":                # overflow: the largest finite number toward zero
                 neg = xp.signbit(z)
@@ -460,22 +465,23 @@ def _fma_f64_step(a, b, c, fa, fb, mode, nan_code, prop=()):
                 res = xp.where(bad & ~special & to_max, xp.copysign(_F64_MAX, z), res)
             res = xp.where(special, s1, res)
         small = xp.abs(res) < _TINY
+        redo = None
         if xp.any(small):
-            # exact zero sums: IEEE 754 §6.3 signs (only zero + zero of one sign keeps it)
             zero = small & (z == 0)
-            pneg, cneg = xp.signbit(ph), xp.signbit(fc)
-            zneg = xp.where((ph == 0) & (fc == 0) & (pneg == cneg), pneg, mode == "rm")
-            res = xp.where(zero, xp.where(zneg, -0.0, 0.0), res)
+            if xp.any(zero):    # exact zero sums: IEEE 754 §6.3 (only zero + zero of one sign keeps it)
+                pneg, cneg = xp.signbit(ph), xp.signbit(fc)
+                zneg = xp.where((ph == 0) & (fc == 0) & (pneg == cneg), pneg, mode == "rm")
+                res = xp.where(zero, xp.where(zneg, -0.0, 0.0), res)
             # nonzero results near the subnormal range (a zero product's result is c, exact)
             redo = small & ~zero & (ph != 0)
-        else:
-            redo = None
         out = res.view(xp.uint64)
         if special is not None:
             out = xp.where(xp.isnan(res), xp.uint64(nan_code), out)
             for name in prop:
                 x = xp.asarray({"a": a, "b": b, "c": c}[name], xp.uint64)
-                out = xp.where(_f64_isnan(x), x | F64_QUIET, out)
+                xnan = xp.isnan(x.view(xp.float64))
+                if xp.any(xnan):
+                    out = xp.where(xnan, x | F64_QUIET, out)
         if redo is not None and xp.any(redo):
             j = xp.nonzero(redo)
             shape = out.shape
@@ -520,11 +526,13 @@ def _run_f64(a, b, c, sa, sb, p: FmaChain, ctx):
         raise ValueError(f"nan_rule {p.nan_rule!r}")
     nan_code = p.default_nan if p.nan_rule == "propagate" else p.nan_bits
     prop = tuple(reversed(p.nan_priority)) if p.nan_rule == "propagate" else ()
-    # every k's factor decoded and split once, on the operands' own (unbroadcast) shapes
+    # every k's factors decoded and split once, on the operands' own (unbroadcast) shapes,
+    # k first so that each step reads contiguous rows
+    kfirst = lambda x: np.ascontiguousarray(np.moveaxis(x, -1, 0))  # noqa: E731
+    a, b = kfirst(a), kfirst(b)
     fa, fb = _f64_factor(a), _f64_factor(b)
     for k in ks:
-        acc = _fma_f64_step(a[..., k], b[..., k], acc, tuple(x[..., k] for x in fa), tuple(x[..., k] for x in fb),
-                            mode, nan_code, prop)
+        acc = _fma_f64_step(a[k], b[k], acc, tuple(x[k] for x in fa), tuple(x[k] for x in fb), mode, nan_code, prop)
     if not p.c_first:
         r = add_rounded(acc, "f64", c, "f64", "f64", mode, nan_code=nan_code)
         acc = f64_nan_select(p, r, {"a": acc, "b": np.broadcast_to(np.asarray(c, np.uint64), batch),
@@ -681,4 +689,4 @@ _EXECUTORS = {BlockFMA: _run_block, Emulated: _run_emulated, FmaChain: _run_f64,
 
 __all__ = ["dot_terms", "mma_matrices", "fma_f64", "add_rounded", "UnsupportedPath"]
 
-_CHUNK.update({FmaChain: 1 << 17, FmaPipe: 1 << 17})
+_CHUNK.update({FmaChain: 1 << 14, FmaPipe: 1 << 17})
