@@ -167,3 +167,63 @@ def test_register_level_matches_the_scalar_reference(op, regime):
                 a_t, b_t = A[t, i, :], B[t, :, j]
             want = dot_scalar(list(a_t), list(b_t), C[t, i, j], **kw)
             assert int(D[t, i, j]) == want, (op, regime, t, i, j)
+
+
+# ---------------------------------------------------------------------------
+# The float64 FMA (fma_f64_codes / the chain step) against the exact references, edge-heavy
+# ---------------------------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+# exponent fields: subnormal/zero (0), the bottom and top of the normal range, around 1.0,
+# Inf/NaN (2047), and the bands where products underflow or overflow
+_EXP = st.one_of(st.sampled_from([0, 1, 2, 53, 54, 511, 512, 1022, 1023, 1024, 1535, 1536, 2045, 2046, 2047]),
+                 st.integers(0, 60), st.integers(960, 1090), st.integers(1980, 2047), st.integers(0, 2047))
+# significands: zero, one, all ones, the quiet bit, a few high bits (exact products, ties), a few low bits
+_MANT = st.one_of(st.sampled_from([0, 1, 2, (1 << 52) - 1, 1 << 51, (1 << 51) + 1, (1 << 52) - 2]),
+                  st.integers(0, 63).map(lambda m: m << 46), st.integers(0, 63), st.integers(0, (1 << 52) - 1))
+_CODE = st.builds(lambda s, e, m: (s << 63) | (e << 52) | m, st.integers(0, 1), _EXP, _MANT)
+
+
+@st.composite
+def _fma_triple(draw):
+    """(a, b, c) codes; c is free, or placed against a*b: its negation a few codes away
+    (cancellation, exact zeros), half an ulp of it (ties), or far below it (sticky only)."""
+    a, b = draw(_CODE), draw(_CODE)
+    how = draw(st.sampled_from(["free", "free", "cancel", "tie", "sticky"]))
+    if how == "free":
+        return a, b, draw(_CODE)
+    with np.errstate(all="ignore"):
+        p = np.float64(np.uint64(a).view(np.float64)) * np.float64(np.uint64(b).view(np.float64))
+        if how == "cancel":
+            c = int((-p).view(np.uint64)) + draw(st.integers(-3, 3))
+        elif how == "tie":
+            h = np.spacing(np.abs(p)) / 2 * draw(st.sampled_from([1.0, -1.0, 1 - 2.0 ** -52, 1 + 2.0 ** -52]))
+            c = int(np.float64(h).view(np.uint64))
+        else:
+            c = int(np.float64(np.ldexp(p, -draw(st.integers(54, 1200)))).view(np.uint64))
+    return a, b, c & ((1 << 64) - 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(triples=st.lists(_fma_triple(), min_size=1, max_size=48), mode=st.sampled_from(["rn", "rz", "rm", "rp"]))
+def test_float64_fma_is_the_exact_fma(triples, mode):
+    """fma_f64_codes (scaled float64 FMA) == fma_f64 (Python integers) == fma1 (Fractions),
+    every element, every rounding mode; and one chain step with the NaN rule == fma_f64 + rule."""
+    from formal.numerics.reference import decode1, fma1
+
+    nan = 0x7FF8000000000123
+    a, b, c = (np.array(x, np.uint64) for x in zip(*triples))
+    got = E.fma_f64_codes(a, b, c, mode, nan)
+    want = E.fma_f64(decode(a, "f64"), decode(b, "f64"), decode(c, "f64"), mode, nan)
+    assert np.array_equal(got, want), [(hex(int(x)), hex(int(y)), hex(int(z)), hex(int(g)), hex(int(w)))
+                                       for x, y, z, g, w in zip(a, b, c, got, want) if g != w][:3]
+    frac = [fma1(decode1(x, "f64"), decode1(y, "f64"), decode1(z, "f64"), mode, nan) for x, y, z in triples]
+    assert [int(x) for x in got] == frac
+    p = FmaChain(nan_rule="propagate")
+    step = E._fma_f64_step(a, b, c, E._f64_factor(a), E._f64_factor(b), mode, p.default_nan,
+                           tuple(reversed(p.nan_priority)))
+    rule = E.f64_nan_select(p, E.fma_f64(decode(a, "f64"), decode(b, "f64"), decode(c, "f64"), mode, p.default_nan),
+                            {"a": a, "b": b, "c": c})
+    assert np.array_equal(step, rule)
