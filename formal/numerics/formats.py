@@ -199,6 +199,8 @@ class Decoded:
                 v = np.where(self.neg, -x, x)
             elif name == "ealign":
                 v = np.where(self.zero | self.nan | self.inf, ZERO_EXP, self.exp)
+            elif name == "ival":
+                v = np.where(self.neg, -self.sig, self.sig)
             else:
                 raise AttributeError(name)
             self._f[name] = v
@@ -261,6 +263,8 @@ def _table_host(name: str) -> dict:
     t["ealign"] = d.ealign.astype(np.int32)
     t["special"] = d.nan | d.inf
     t["any_special"] = bool(np.any(t["special"]))
+    if f.cls in ("int", "bit"):
+        t["ival"] = np.where(d.neg, -d.sig, d.sig).astype(np.int64)   # int_values: one gather
     for v in t.values():
         if isinstance(v, np.ndarray):
             v.setflags(write=False)
@@ -529,8 +533,7 @@ def encode_int(values, fmt, saturate: bool = False) -> np.ndarray:
 
 def int_values(codes, fmt) -> np.ndarray:
     """Signed integer values of integer/bit encodings as int64."""
-    d = decode(codes, fmt)
-    return np.where(d.neg, -d.sig, d.sig)
+    return decode(codes, fmt)._get("ival")
 
 
 # ---------------------------------------------------------------------------
