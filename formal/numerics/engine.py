@@ -23,7 +23,6 @@ CHUNK_TERMS = 1 << 20
 #: products per chunk on a GPU (kernel launches amortised; ~10 temporaries of 8 bytes each)
 DEVICE_CHUNK_TERMS = 1 << 28
 #: the f64 chain holds ~20 live [chunk] temporaries per FMA step: smaller chunks stay in L2
-#: (FmaChain: outputs per chunk; the others: products per chunk)
 _CHUNK: dict = {}
 
 def dot_terms(a, b, c, *, atype, btype, ctype, dtype, arch="sm_90", satfinite=False,
@@ -98,8 +97,7 @@ def dot_terms(a, b, c, *, atype, btype, ctype, dtype, arch="sm_90", satfinite=Fa
     perm = [i for i in range(nb) if i != inner] + [inner]
     ops = [None if x is None else x.transpose(perm + list(range(nb, x.ndim))) for x in ops]
     n_in = batch[inner]
-    # on the CPU the f64 chain counts outputs: its temporaries are [outputs], one step at a time
-    total = math.prod(batch) * (1 if type(p) is FmaChain and on_host() else max(K, 1))
+    total = math.prod(batch) * max(K, 1)
     chunk = _CHUNK.get(type(p), CHUNK_TERMS) if on_host() else DEVICE_CHUNK_TERMS
     step = n_in if total <= chunk else max(1, chunk * n_in // total)
     outs = []
@@ -689,4 +687,4 @@ _EXECUTORS = {BlockFMA: _run_block, Emulated: _run_emulated, FmaChain: _run_f64,
 
 __all__ = ["dot_terms", "mma_matrices", "fma_f64", "add_rounded", "UnsupportedPath"]
 
-_CHUNK.update({FmaChain: 1 << 14, FmaPipe: 1 << 17})
+_CHUNK.update({FmaChain: 1 << 18, FmaPipe: 1 << 17})

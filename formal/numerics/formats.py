@@ -199,8 +199,6 @@ class Decoded:
                 v = np.where(self.neg, -x, x)
             elif name == "ealign":
                 v = np.where(self.zero | self.nan | self.inf, ZERO_EXP, self.exp)
-            elif name == "ival":
-                v = np.where(self.neg, -self.sig, self.sig)
             else:
                 raise AttributeError(name)
             self._f[name] = v
@@ -533,7 +531,10 @@ def encode_int(values, fmt, saturate: bool = False) -> np.ndarray:
 
 def int_values(codes, fmt) -> np.ndarray:
     """Signed integer values of integer/bit encodings as int64."""
-    return decode(codes, fmt)._get("ival")
+    d = decode(codes, fmt)
+    if d._table is not None and "ival" in d._table:     # one gather through the per-code value table
+        return like(d._table["ival"], d._idx)[d._idx]
+    return np.where(d.neg, -d.sig, d.sig)
 
 
 # ---------------------------------------------------------------------------
