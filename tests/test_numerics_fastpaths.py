@@ -100,6 +100,15 @@ def test_f64_chain_step_is_the_exact_fma(regime, mode):
         x, y, z = a[sl], b[sl], c[sl]
         got = E._fma_f64_step(x, y, z, E._f64_factor(x), E._f64_factor(y), mode, p.default_nan, prop)
         assert np.array_equal(got, exact(x, y, z))
+    # the direct tier (no scaling) where its ranges hold: |a|, |b| in [2**-450, 2**451), |c| < 2**900
+    fa, fb, fc = (x.view(np.float64) for x in (a, b, c))
+    inside = lambda x: (np.abs(x) >= 2.0 ** -450) & (np.abs(x) < 2.0 ** 451)  # noqa: E731
+    ok = inside(fa) & inside(fb) & (np.abs(fc) < 2.0 ** 900)
+    x, y, z = a[ok], b[ok], c[ok]
+    got = E._fma_f64_step(x, y, z, E._f64_split(x), E._f64_split(y), mode, p.default_nan, prop)
+    assert np.array_equal(got, exact(x, y, z))
+    if regime in ("normal", "special"):
+        assert ok.sum() > n // 2      # the direct tier is exercised
     # broadcast operands, as the chain passes them ([M, 1] column times [1, N] row)
     A, Bm = a[:64].reshape(64, 1), b[64:80].reshape(1, 16)
     C = c[:1024].reshape(64, 16)
@@ -227,3 +236,11 @@ def test_float64_fma_is_the_exact_fma(triples, mode):
     rule = E.f64_nan_select(p, E.fma_f64(decode(a, "f64"), decode(b, "f64"), decode(c, "f64"), mode, p.default_nan),
                             {"a": a, "b": b, "c": c})
     assert np.array_equal(step, rule)
+    # the direct tier (no scaling) on the elements inside its ranges
+    fa, fb, fc = (x.view(np.float64) for x in (a, b, c))
+    inside = lambda x: (np.abs(x) >= 2.0 ** -450) & (np.abs(x) < 2.0 ** 451)  # noqa: E731
+    ok = inside(fa) & inside(fb) & (np.abs(fc) < 2.0 ** 900)
+    if ok.any():
+        x, y, z = a[ok], b[ok], c[ok]
+        got = E._fma_f64_step(x, y, z, E._f64_split(x), E._f64_split(y), mode, nan)
+        assert np.array_equal(got, want[ok])

@@ -396,6 +396,25 @@ def _f64_factor(x):
         return m, hi, m - hi, e
 
 
+def _f64_split(x):
+    """The direct tier's factor: (x, hi, lo, None), x itself with Veltkamp's split (valid
+    where |x| < 2**1000; the direct tier takes |x| in [2**-450, 2**451) only)."""
+    xp = current()
+    f = xp.asarray(x, xp.uint64).view(xp.float64)
+    with numpy.errstate(invalid="ignore", over="ignore"):
+        s = f * 134217729.0
+        hi = s - (s - f)
+        return f, hi, f - hi, None
+
+
+def _direct_ks(e):
+    """Per k (the first axis of ``e``, frexp exponents from :func:`_f64_factor`): whether
+    every factor of that k lies in the direct tier's [2**-450, 2**451)."""
+    xp = current()
+    ok = ((e >= -449) & (e <= 451)).reshape(e.shape[0], -1)
+    return [bool(v) for v in to_host(xp.all(ok, axis=1))]
+
+
 def _round_sum3(ph, pl, c, mode):
     """ph + pl + c (exact doubles; ph + pl an exact product; no overflow) rounded once to
     binary64 in ``mode``, with an unbounded exponent: s1 + e1 = ph + c and s2 + e2 = e1 + pl
@@ -437,7 +456,13 @@ def _fma_f64_step(a, b, c, fa, fb, mode, nan_code, prop=()):
     """fma(a, b, c), correctly rounded in ``mode``: a, b, c uint64 codes that broadcast
     together, fa and fb the factors a and b from :func:`_f64_factor`.  NaN results are
     ``nan_code``, except that ``prop`` (names among "a", "b", "c", the first in priority
-    LAST) returns a NaN operand quieted (FmaChain's nan_rule="propagate")."""
+    LAST) returns a NaN operand quieted (FmaChain's nan_rule="propagate").
+
+    Direct tier: with fa, fb from :func:`_f64_split` (|a|, |b| in [2**-450, 2**451)) and
+    |c| < 2**900 the numbers need no scaling: the product is exact (every partial product
+    >= 2**-1004, normal), nothing overflows, and an error below the normal range only
+    arises in sums that are then exact; results near the subnormal range are redone as in
+    the scaled tier.  The caller checks the ranges."""
     xp = current()
     ma, ah, al, ea = fa
     mb, bh, bl, eb = fb
@@ -446,13 +471,17 @@ def _fma_f64_step(a, b, c, fa, fb, mode, nan_code, prop=()):
         fc = c.view(xp.float64)
         ph = ma * mb
         pl = ((ah * bh - ph) + ah * bl + al * bh) + al * bl
-        # d = c's exponent relative to the product's; the scaled sum is ph + pl + mc * 2**d
-        # with d clamped to [-_L, _L], and the result comes back by 2**F: F = ep unless c
-        # dominates by more than 2**_L (then F = ec - _L and the product is the stand-in)
-        mc, ec = xp.frexp(fc)
-        d = xp.minimum(ec - (ea + eb), _L)
-        z, s1 = _round_sum3(ph, pl, xp.ldexp(mc, xp.maximum(d, -_L)), mode)
-        res = xp.ldexp(z, ec - d)
+        if ea is None:      # the direct tier
+            z, s1 = _round_sum3(ph, pl, fc, mode)
+            res = z
+        else:
+            # d = c's exponent relative to the product's; the scaled sum is ph + pl + mc * 2**d
+            # with d clamped to [-_L, _L], and the result comes back by 2**F: F = ep unless c
+            # dominates by more than 2**_L (then F = ec - _L and the product is the stand-in)
+            mc, ec = xp.frexp(fc)
+            d = xp.minimum(ec - (ea + eb), _L)
+            z, s1 = _round_sum3(ph, pl, xp.ldexp(mc, xp.maximum(d, -_L)), mode)
+            res = xp.ldexp(z, ec - d)
         special = None
         if not xp.all(xp.isfinite(res)):
             bad = ~xp.isfinite(res)
@@ -525,12 +554,21 @@ def _run_f64(a, b, c, sa, sb, p: FmaChain, ctx):
     nan_code = p.default_nan if p.nan_rule == "propagate" else p.nan_bits
     prop = tuple(reversed(p.nan_priority)) if p.nan_rule == "propagate" else ()
     # every k's factors decoded and split once, on the operands' own (unbroadcast) shapes,
-    # k first so that each step reads contiguous rows
+    # k first so that each step reads contiguous rows; the direct tier where a step allows it
     kfirst = lambda x: np.ascontiguousarray(np.moveaxis(x, -1, 0))  # noqa: E731
     a, b = kfirst(a), kfirst(b)
     fa, fb = _f64_factor(a), _f64_factor(b)
+    da, db = _f64_split(a), _f64_split(b)
+    direct = [x and y for x, y in zip(_direct_ks(fa[3]), _direct_ks(fb[3]))]
+    top = lambda x: float(np.max(np.abs(x.view(np.float64)))) if x.size else 0.0  # noqa: E731
+    cmax = top(acc)
     for k in ks:
-        acc = _fma_f64_step(a[k], b[k], acc, tuple(x[k] for x in fa), tuple(x[k] for x in fb), mode, nan_code, prop)
+        if direct[k] and cmax < 2.0 ** 900:
+            f1, f2 = tuple(x[k] for x in da[:3]) + (None,), tuple(x[k] for x in db[:3]) + (None,)
+        else:
+            f1, f2 = tuple(x[k] for x in fa), tuple(x[k] for x in fb)
+        acc = _fma_f64_step(a[k], b[k], acc, f1, f2, mode, nan_code, prop)
+        cmax = top(acc)
     if not p.c_first:
         r = add_rounded(acc, "f64", c, "f64", "f64", mode, nan_code=nan_code)
         acc = f64_nan_select(p, r, {"a": acc, "b": np.broadcast_to(np.asarray(c, np.uint64), batch),
