@@ -494,13 +494,17 @@ def _fma_f64_step(a, b, c, fa, fb, mode, nan_code, prop=()):
         small = xp.abs(res) < _TINY
         redo = None
         if xp.any(small):
-            zero = small & (z == 0)
-            if xp.any(zero):    # exact zero sums: IEEE 754 §6.3 (only zero + zero of one sign keeps it)
-                pneg, cneg = xp.signbit(ph), xp.signbit(fc)
-                zneg = xp.where((ph == 0) & (fc == 0) & (pneg == cneg), pneg, mode == "rm")
-                res = xp.where(zero, xp.where(zneg, -0.0, 0.0), res)
-            # nonzero results near the subnormal range (a zero product's result is c, exact)
-            redo = small & ~zero & (ph != 0)
+            # the few results below 2**-1020, gathered: an exact zero sum takes IEEE 754 §6.3's
+            # sign (only zero + zero of one sign keeps it); the others are redone with Python
+            # integers, unless the product is zero (the result is then c, exact)
+            j = xp.nonzero(small)
+            zj, pj, cj = (xp.broadcast_to(x, res.shape)[j] for x in (z, ph, fc))
+            zero = zj == 0
+            pneg, cneg = xp.signbit(pj), xp.signbit(cj)
+            zneg = xp.where((pj == 0) & (cj == 0) & (pneg == cneg), pneg, mode == "rm")
+            res[j] = xp.where(zero, xp.where(zneg, -0.0, 0.0), res[j])
+            keep = ~zero & (pj != 0)
+            redo = tuple(i[keep] for i in j)
         out = res.view(xp.uint64)
         if special is not None:
             out = xp.where(xp.isnan(res), xp.uint64(nan_code), out)
@@ -509,12 +513,9 @@ def _fma_f64_step(a, b, c, fa, fb, mode, nan_code, prop=()):
                 xnan = xp.isnan(x.view(xp.float64))
                 if xp.any(xnan):
                     out = xp.where(xnan, x | F64_QUIET, out)
-        if redo is not None and xp.any(redo):
-            j = xp.nonzero(redo)
-            shape = out.shape
-            codes = [xp.broadcast_to(xp.asarray(x, xp.uint64), shape)[j] for x in (a, b, c)]
-            out = xp.ascontiguousarray(out)
-            out[j] = _exact_fma(*codes, mode, nan_code)
+        if redo is not None and redo[0].size:
+            codes = [xp.broadcast_to(xp.asarray(x, xp.uint64), out.shape)[redo] for x in (a, b, c)]
+            out[redo] = _exact_fma(*codes, mode, nan_code)
     return out
 
 
@@ -524,9 +525,11 @@ def fma_f64_codes(a, b, c, mode="rn", nan_code=None):
     compare it with :func:`fma_f64` and the Fraction reference); NaN results are
     ``nan_code`` (default 0x7FFFFFFFFFFFFFFF)."""
     a, b, c = np.broadcast_arrays(np.asarray(a, np.uint64), np.asarray(b, np.uint64), np.asarray(c, np.uint64))
+    shape = a.shape
+    a, b, c = (x.reshape(-1) for x in (a, b, c))     # 1-d: scalars too
     nan_code = 0x7FFFFFFFFFFFFFFF if nan_code is None else nan_code
     out = _fma_f64_step(a, b, c, _f64_factor(a), _f64_factor(b), mode, nan_code)
-    return np.ascontiguousarray(np.broadcast_to(out, a.shape))
+    return np.ascontiguousarray(np.broadcast_to(out, a.shape)).reshape(shape)
 
 
 def _exact_fma(a, b, c, mode, nan_code):
