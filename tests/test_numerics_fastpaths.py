@@ -116,6 +116,33 @@ def test_f64_chain_step_is_the_exact_fma(regime, mode):
     assert np.array_equal(got, exact(np.broadcast_to(A, (64, 16)), np.broadcast_to(Bm, (64, 16)), C))
 
 
+@pytest.mark.parametrize("mode", ["rn", "rz", "rm", "rp"])
+@pytest.mark.parametrize("creg", ["normal", "extreme"])
+def test_f64_chain_is_the_exact_fma_chain(mode, creg, monkeypatch):
+    """dot_terms' f64 chain, direct and scaled steps mixed (per k a regime; accumulators
+    near the top of the range), == fma_f64 step by step with sm_90's NaN rule."""
+    from formal.numerics.sm90 import F64_CHAIN as p
+
+    rng = np.random.default_rng({"rn": 5, "rz": 6, "rm": 7, "rp": 8}[mode])
+    T, M, N = 30, 4, 3
+    regs = ["normal", "normal", "align", "normal", "finite", "normal", "special", "bits", "normal", "extreme"]
+    K = len(regs)
+    a = np.stack([_f64_codes(rng, r, T * M).reshape(T, M) for r in regs], -1)[:, :, None, :]
+    b = np.stack([_f64_codes(rng, r, T * N).reshape(T, N) for r in regs], -1)[:, None, :, :]
+    c = _f64_codes(rng, creg, T * M * N).reshape(T, M, N)
+    tiers = []
+    step = E._fma_f64_step
+    monkeypatch.setattr(E, "_fma_f64_step", lambda *x: tiers.append(x[3][3] is None) or step(*x))
+    got = dot_terms(a, b, c, atype="f64", btype="f64", ctype="f64", dtype="f64", rounding=mode)
+    assert (creg == "normal") == any(tiers) and not all(tiers)    # both tiers ran where the data allow
+    acc = c
+    for k in range(K):
+        A, Bk = (np.ascontiguousarray(np.broadcast_to(x[..., k], c.shape)) for x in (a, b))
+        r = E.fma_f64(decode(A, "f64"), decode(Bk, "f64"), decode(acc, "f64"), mode, p.default_nan)
+        acc = E.f64_nan_select(p, r, {"a": A, "b": Bk, "c": acc})
+    assert np.array_equal(got, acc)
+
+
 @pytest.mark.parametrize("xt,yt,out", [("f32", "f32", "f32"), ("f16", "f16", "f16"), ("f16", "f32", "f32"),
                                        ("f32", "f16", "f16")])
 @pytest.mark.parametrize("nan_code", [None, 0x7FFF_FFFF])

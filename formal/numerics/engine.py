@@ -556,6 +556,7 @@ def _run_f64(a, b, c, sa, sb, p: FmaChain, ctx):
         raise ValueError(f"nan_rule {p.nan_rule!r}")
     nan_code = p.default_nan if p.nan_rule == "propagate" else p.nan_bits
     prop = tuple(reversed(p.nan_priority)) if p.nan_rule == "propagate" else ()
+    step_nan = 0x7FFFFFFFFFFFFFFF if nan_code is None else nan_code    # fma_f64_codes' default
     # every k's factors decoded and split once, on the operands' own (unbroadcast) shapes,
     # k first so that each step reads contiguous rows; the direct tier where a step allows it
     kfirst = lambda x: np.ascontiguousarray(np.moveaxis(x, -1, 0))  # noqa: E731
@@ -570,7 +571,7 @@ def _run_f64(a, b, c, sa, sb, p: FmaChain, ctx):
             f1, f2 = tuple(x[k] for x in da[:3]) + (None,), tuple(x[k] for x in db[:3]) + (None,)
         else:
             f1, f2 = tuple(x[k] for x in fa), tuple(x[k] for x in fb)
-        acc = _fma_f64_step(a[k], b[k], acc, f1, f2, mode, nan_code, prop)
+        acc = _fma_f64_step(a[k], b[k], acc, f1, f2, mode, step_nan, prop)
         cmax = top(acc)
     if not p.c_first:
         r = add_rounded(acc, "f64", c, "f64", "f64", mode, nan_code=nan_code)
