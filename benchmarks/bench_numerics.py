@@ -177,15 +177,13 @@ def _form_call(f, warps: int, regime: str, seed: int = 1):
     """A no-argument call evaluating ``warps`` instances of form ``f`` on inputs of ``regime``."""
     from formal.evaluate import evaluate, evaluate_matrices
     from formal.inputs import random_elements, random_inputs
-    from formal.numerics.formats import get_format
 
     if f.family == "wmma.mma":
         M, N, K = f.mnk
         rng = np.random.Generator(np.random.PCG64(seed))
-        el = lambda t, shape, role: random_elements(rng, t, int(np.prod(shape)), regime, role).reshape(shape)  # noqa: E731
-        A = el(f.atype, (warps, M, K), "a")
-        B = el(f.btype, (warps, K, N), "b")
-        C = el(f.ctype, (warps, M, N), "c")
+        A, B, C = (random_elements(rng, t, int(np.prod(s)), regime, role).reshape(s)
+                   for t, s, role in ((f.atype, (warps, M, K), "a"), (f.btype, (warps, K, N), "b"),
+                                      (f.ctype, (warps, M, N), "c")))
         return lambda: evaluate_matrices(f, A, B, C, arch="sm_90")
     inp = random_inputs(f, warps, regime, seed)
     sel = 0 if f.is_sparse else None
