@@ -411,7 +411,7 @@ def _direct_ks(e):
     """Per k (the first axis of ``e``, frexp exponents from :func:`_f64_factor`): whether
     every factor of that k lies in the direct tier's [2**-450, 2**451)."""
     xp = current()
-    ok = ((e >= -449) & (e <= 451)).reshape(e.shape[0], -1)
+    ok = ((e >= -449) & (e <= 451)).reshape(e.shape[0], max(1, e.size) // max(1, e.shape[0]))
     return [bool(v) for v in to_host(xp.all(ok, axis=1))]
 
 
