@@ -372,7 +372,8 @@ def f64_nan_select(p: FmaChain, r, ops: dict):
 # Python-integer :func:`fma_f64`).  NaN and Inf operands need no test of their own: the
 # scaled sum ph + C is the IEEE outcome (Inf*0 and Inf-Inf give NaN), mapped afterwards to
 # the NaN codes of the model.  Only element-wise IEEE float64 and integer operations: the
-# same code is exact on CuPy (:mod:`.xp`).
+# same code is exact on CuPy (:mod:`.xp`), one kernel per operation.  Never fuse it into one
+# kernel (cupy.fuse): a compiler may contract x*y - z into an FMA, which breaks Dekker's product.
 
 #: exponent given to a zero factor: the product then lies far below any c
 _ZERO_E = -4000
