@@ -8,7 +8,7 @@ numerics.md) and where the number comes from.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Mapping
 
 # Citation keys used in evidence strings (numerics.md §0).
@@ -291,6 +291,18 @@ class ArchModel:
     paths: Mapping[str, PathParams]
     input_types: frozenset
     notes: Mapping[str, str] = field(default_factory=dict)
+    #: the named model a variant was made from ("" for a named model); see ``target``
+    base: str = ""
+
+    # The mappings make the generated hash fail (dict / mappingproxy); name and path keys
+    # are enough for a hash consistent with ==, so a model can key a dict or a cache.
+    def __hash__(self) -> int:
+        return hash((self.name, self.base, tuple(sorted(self.paths))))
+
+    @property
+    def target(self) -> str:
+        """The architecture this model stands for (a variant keeps its base model's)."""
+        return self.base or self.name
 
     @property
     def citations(self) -> tuple:
@@ -336,15 +348,23 @@ class ArchModel:
 
     def replace_path(self, key: str, new_name: str | None = None, **overrides) -> "ArchModel":
         """A variant model (a hypothesis): one path's parameters overridden."""
+        if key not in self.paths:
+            raise UnsupportedPath(f"{self.name}: no path {key!r}; paths: {', '.join(sorted(self.paths))}")
+        rec = self.paths[key]
+        names = {f.name for f in fields(rec)}
+        for k in overrides:
+            if k not in names:
+                raise UnsupportedPath(f"{self.name}: path {key!r} ({type(rec).__name__}) has no parameter {k!r}; "
+                                      f"parameters: {', '.join(sorted(names))}")
         paths = dict(self.paths)
-        paths[key] = replace(paths[key], **overrides)
+        paths[key] = replace(rec, **overrides)
         tag = ",".join(f"{k}={v}" for k, v in overrides.items())
-        return replace(self, name=new_name or f"{self.name}[{key}:{tag}]", paths=paths)
+        return replace(self, name=new_name or f"{self.name}[{key}:{tag}]", paths=paths, base=self.target)
 
     def with_path(self, key: str, params: PathParams, new_name: str | None = None) -> "ArchModel":
         paths = dict(self.paths)
         paths[key] = params
-        return replace(self, name=new_name or f"{self.name}[{key}]", paths=paths)
+        return replace(self, name=new_name or f"{self.name}[{key}]", paths=paths, base=self.target)
 
 
 class UnsupportedPath(ValueError):
