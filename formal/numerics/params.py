@@ -74,6 +74,8 @@ class BlockFMA:
     overflow: str = "inf"          # "inf": +-Inf even when rounding is RZ; "ieee"; "satfinite"
     nan_bits: int | None = None    # output NaN encoding (None: the format's canonical all-ones)
     zero_sign: str = "positive"    # sign of a zero result from an exact-zero sum S: "positive" (+0) | "ieee"
+                                   #   (IEEE 754-2019 §6.3: -0 iff every addend is -0, or rm and any -0
+                                   #   addend or a cancellation; tests/test_numerics_zero_sign.py)
     rounded_zero_sign: str = "sum"  # sign of a zero result from a NONZERO sum (it rounds to zero):
                                    #   "sum" (the sum's sign, as IEEE 754) | "positive" (+0)
     pin_subnormals: bool = True    # subnormal inputs align at emin (True) or at their leading one
