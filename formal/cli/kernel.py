@@ -86,6 +86,8 @@ def cmd_lint(args) -> int:
             print(f"  line {f.line}: {'legal  ' if f.legal else 'ILLEGAL'} {f.instruction}")
             for r in f.reasons:
                 print(f"      {r}")
+            for w in f.warnings:
+                print(f"      warning: {w}")
     return 1 if bad else 0
 
 
