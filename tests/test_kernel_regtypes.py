@@ -185,3 +185,27 @@ def test_ptxas_accepts_what_lint_calls_legal():
     for text in (TINY, _wmma("b32"), _wmma("f16x2"), _f64("u64"), _f64("f64"), _f64("s64")):
         rc, out = _ptxas(text)
         assert rc == 0, out
+
+
+@needs_ptxas
+@pytest.mark.ptxas
+@pytest.mark.slow
+def test_table_reproduces_with_ptxas():
+    """A sample of the sweep, rerun: every type ptxas accepts for a sampled form is in the
+    table (the table is the union over each key's variants, so it may list more)."""
+    import sys
+    import tempfile
+    sys.path.insert(0, str(ROOT / "tools"))
+    import sweep_operand_registers as sw
+
+    table = load_spec("operand_registers")["accepted"]
+    reps = sw.representatives()
+    keys = sorted(reps, key=str)[:: max(1, len(reps) // 12)]
+    with tempfile.TemporaryDirectory() as t:
+        for key in keys:
+            form, target, ptx, name = reps[key][-1]
+            natural = {n: op.ptx_type for n, op in form.operands.items()}
+            acc = {c for c in sw.CANDIDATES
+                   if sw._accepts(PTXAS.path, sw._kernel(form, target, ptx, {**natural, name: c}), target, Path(t))[0]}
+            fam, opk, et = key
+            assert acc <= set(table[fam][opk][et]), (form.opcode, name, acc)
