@@ -435,3 +435,16 @@ def test_bad_arch_models_are_typed_errors():
         SM90.replace_path("f16.f32", roundin="rn")
     with pytest.raises(EvalError, match="arch must be"):
         evaluate_matrices(F16, A, B, C, arch=90)
+
+
+def test_variant_supports_what_its_target_executes():
+    """formal.vectors.distinguish.supports: a variant of sm_90 supports a form exactly when
+    "sm_90" does (the kind::f8f6f4 e4m3 form has an sm_90 arithmetic path, but sm_90 cannot
+    execute it)."""
+    from formal.numerics.archs import SM90
+    from formal.vectors.distinguish import supports
+
+    v = SM90.replace_path("f8.f32", c_add="rz")
+    for op, want in ((F16, True), ("mma.sync.aligned.m16n8k32.row.col.kind::f8f6f4.f32.e4m3.e4m3.f32", False)):
+        f = formal.parse(op)
+        assert supports(f, "sm_90") is want and supports(f, v) is want and supports(f, SM90) is want, op
