@@ -62,7 +62,7 @@ def bench(kernel, name: str, meta: dict, records: dict | None, do_check: bool, d
         try:
             out = kernel.run(mod, spec, inputs, arch="sm_90")
             row["run_s"] = time.perf_counter() - t
-            row["run_steps"] = getattr(kernel.run, "last_steps", None)
+            row["run_steps"] = out.steps
             if records and name in records["kernels"]:
                 want = records["kernels"][name]["launches"][0]["outputs_sha256"]
                 got = {k: _sha(np.asarray(out[k]).astype(raw_dtype(spec.buffer(k).type))) for k in want}

@@ -2,7 +2,10 @@
 
 ``evaluate(opcode, a, b, c, e=None, sel=None, arch="sm_90")`` takes each lane's fragment
 registers (``[T, 32, nregs]`` uint32, uint64 for f64 operands; ``e`` is ``[T, 32]``) and
-returns ``d`` in the same convention.  It is three steps, each owned by one module:
+returns ``d`` in the same convention.  ``arch`` is a model name or an
+:class:`formal.numerics.params.ArchModel` (a named one, or a variant made with
+``replace_path`` / ``with_path``, checked against the target its base model stands for).
+It is three steps, each owned by one module:
 
 1. ``formal.layout.unpack``     registers -> element encodings of A, B, C (the spec's fragments)
 2. ``formal.numerics``          D = A*B + C per architecture model, bit exact
@@ -47,8 +50,26 @@ def _form(opcode: str | Form) -> Form:
     return opcode if isinstance(opcode, Form) else parse(opcode)
 
 
-def check_available(form: Form, arch: str) -> None:
-    """Refuse forms the architecture cannot execute (``exact`` takes any documented form)."""
+def _target(arch: Any) -> str:
+    """The architecture name an ``arch=`` argument stands for: a name, or an
+    :class:`~formal.numerics.params.ArchModel` (named or a variant of one) by its ``target``."""
+    from .numerics.params import ArchModel
+
+    if isinstance(arch, ArchModel):
+        if arch.target != "exact" and arch.target not in ARCH_TARGETS:
+            raise EvalError(f"arch model {arch.name!r} names no known target ({arch.target!r}); make it from a "
+                            f"named model (ArchModel.replace_path / with_path) or set base= to one of: exact, "
+                            f"{', '.join(ARCH_TARGETS)}")
+        return arch.target
+    if not isinstance(arch, str):
+        raise EvalError(f"arch must be an architecture name or an ArchModel, got {type(arch).__name__}")
+    return arch
+
+
+def check_available(form: Form, arch: Any) -> None:
+    """Refuse forms the architecture cannot execute (``exact`` takes any documented form).
+    ``arch``: a name or an ArchModel (checked against the target it stands for)."""
+    arch = _target(arch)
     if arch == "exact":
         res = legality(form, "sm_121a", "9.5")
         # the exact model needs only a documented form; targets do not matter

@@ -69,6 +69,22 @@ def proofs_dir() -> Path | None:
     return d if d.is_dir() and (_PKG.parent / "specs" / "mma.toml").is_file() else None
 
 
+def data_file(path: str | Path) -> Path:
+    """A file argument of the CLI: ``path`` itself when it exists, else the shipped data file
+    it names as spelled in the source tree (``specs/observed/X.json``, ``recipes/X.recipe``),
+    so that examples naming shipped data work from any directory and from an installed
+    wheel.  Anything else comes back unchanged (the caller reports it missing)."""
+    p = Path(path)
+    if p.exists() or p.is_absolute() or len(p.parts) < 2 or p.parts[0] not in ("specs", "recipes"):
+        return p
+    try:
+        d = spec_dir() if p.parts[0] == "specs" else recipes_dir()
+    except FileNotFoundError:
+        return p
+    q = d.joinpath(*p.parts[1:])
+    return q if q.exists() else p
+
+
 @lru_cache(maxsize=None)
 def load_spec(name: str) -> dict[str, Any]:
     """Load ``specs/<name>.toml`` (or ``.json``) as a dict; cached."""

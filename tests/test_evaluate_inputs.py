@@ -351,3 +351,100 @@ def test_cli_eval_illegal_selector_is_undefined_behaviour(tmp_path):
     assert rc == 1 and "selector 3 is not legal" in err and err.count("\n") == 1
     rc, out, err = run("eval", SP, "-i", str(p), "--sel", "0")
     assert rc == 0 and err == ""
+
+
+# ----------------------------------------------------------------------------------
+# arch= takes an ArchModel too: a named one or a user-built variant (ArchModel.replace_path)
+# evaluates like its name; a model naming no known target is refused with an EvalError.
+
+def _ones_f16(T=1):
+    A = np.full((T, 16, 16), ONE_F16, np.uint16)
+    B = np.full((T, 16, 8), ONE_F16, np.uint16)
+    C = np.zeros((T, 16, 8), np.uint32)
+    C[..., 0, 0] = 0x3F800000      # 1.0f
+    return A, B, C
+
+
+def test_arch_model_objects_evaluate_like_their_names():
+    from formal.numerics.archs import EXACT, SM80, SM90
+
+    A, B, C = _ones_f16()
+    for name, model in (("sm_90", SM90), ("sm_80", SM80), ("exact", EXACT)):
+        want = evaluate_matrices(F16, A, B, C, arch=name)
+        got = evaluate_matrices(F16, A, B, C, arch=model)
+        assert np.array_equal(got, want), name
+    # 16 + 1 = 17.0f at (0, 0), 16.0f elsewhere: the sum is exact on every model
+    assert want[0, 0, 0] == 0x41880000 and want[0, 1, 1] == 0x41800000
+
+
+def test_replace_path_variant_evaluates_and_differs_where_it_should():
+    from formal.numerics.archs import SM90
+
+    v = SM90.replace_path("f16.f32", rounding="rn")
+    A, B, C = f16_mats(T=3)
+    assert np.array_equal(evaluate_matrices(F16, A, B, C, arch=v), evaluate_matrices(F16, A, B, C, arch="sm_90"))
+    regs = [np.zeros((1, 32, n), np.uint32) for n in (4, 2, 4)]
+    assert np.array_equal(evaluate(F16, *regs, arch=v), evaluate(F16, *regs, arch="sm_90"))
+    # a variant whose rounding changes: 1 + 3 * 2^-24 = 1 + 1.5 ulp(1.0f) lies between f32
+    # neighbours; rz truncates to 1 + 2^-23, rn breaks the tie to even, 1 + 2^-22: the
+    # variant's record is really the one used
+    vz = SM90.replace_path("f16.f32", rounding="rz")
+    vn = SM90.replace_path("f16.f32", rounding="rn")
+    A = np.zeros((1, 16, 16), np.uint16)
+    B = np.zeros((1, 16, 8), np.uint16)
+    C = np.zeros((1, 16, 8), np.uint32)
+    C[0, 0, 0] = 0x3F800000                        # 1.0f
+    A[0, 0, :3] = 0x0C00                           # 2^-12 (f16)
+    B[0, :3, 0] = 0x0C00                           # products 2^-24 each, 3 * 2^-24 in all
+    dz = evaluate_matrices(F16, A, B, C, arch=vz)[0, 0, 0]
+    dn = evaluate_matrices(F16, A, B, C, arch=vn)[0, 0, 0]
+    assert (int(dz), int(dn)) == (0x3F800001, 0x3F800002)
+
+
+def test_arch_models_are_hashable_and_variants_keep_their_target():
+    from formal.numerics.archs import SM90
+
+    v = SM90.replace_path("f16.f32", rounding="rn")
+    w = SM90.replace_path("f16.f32", new_name="my-hypothesis", rounding="rn")
+    assert len({SM90, v, w, SM90}) == 3
+    assert v.target == w.target == "sm_90" and SM90.target == "sm_90"
+    assert SM90.with_path("f16.f32", SM90.paths["bf16.f32"]).target == "sm_90"
+
+
+def test_arch_model_variant_is_refused_where_its_target_lacks_the_form():
+    from formal.numerics.archs import SM80
+
+    v = SM80.replace_path("f16.f32", rounding="rn")
+    with pytest.raises(EvalError, match="not available on sm_80"):
+        evaluate_matrices(E2M1, np.zeros((1, 16, 32), np.uint8), np.zeros((1, 32, 8), np.uint8),
+                          np.zeros((1, 16, 8), np.uint32), arch=v)
+
+
+def test_bad_arch_models_are_typed_errors():
+    from dataclasses import replace
+
+    from formal.numerics.archs import SM90
+    from formal.numerics.params import UnsupportedPath
+
+    A, B, C = _ones_f16()
+    with pytest.raises(EvalError, match="names no known target"):
+        evaluate_matrices(F16, A, B, C, arch=replace(SM90, name="my_gpu"))
+    with pytest.raises(UnsupportedPath, match="no path 'f17.f32'"):
+        SM90.replace_path("f17.f32", rounding="rn")
+    with pytest.raises(UnsupportedPath, match="no parameter 'roundin'"):
+        SM90.replace_path("f16.f32", roundin="rn")
+    with pytest.raises(EvalError, match="arch must be"):
+        evaluate_matrices(F16, A, B, C, arch=90)
+
+
+def test_variant_supports_what_its_target_executes():
+    """formal.vectors.distinguish.supports: a variant of sm_90 supports a form exactly when
+    "sm_90" does (the kind::f8f6f4 e4m3 form has an sm_90 arithmetic path, but sm_90 cannot
+    execute it)."""
+    from formal.numerics.archs import SM90
+    from formal.vectors.distinguish import supports
+
+    v = SM90.replace_path("f8.f32", c_add="rz")
+    for op, want in ((F16, True), ("mma.sync.aligned.m16n8k32.row.col.kind::f8f6f4.f32.e4m3.e4m3.f32", False)):
+        f = formal.parse(op)
+        assert supports(f, "sm_90") is want and supports(f, v) is want and supports(f, SM90) is want, op

@@ -235,8 +235,7 @@ def test_ldmatrix_through_shared_memory():
 def _witness_run(body):
     spec = kernel.load_spec(SPEC)
     mod = kernel.parse_module(HEAD + body + TAIL)
-    kernel.run(mod, spec, {"In": np.zeros((32, 4), np.uint32)})
-    return kernel.run.last_witnesses
+    return kernel.run(mod, spec, {"In": np.zeros((32, 4), np.uint32)}).witnesses
 
 
 def test_out_of_bounds_and_misaligned_are_reported():
@@ -368,9 +367,23 @@ def test_local_const_and_global_variables():
   ld.u32 %r13, [%rd7];
 """ + TAIL
     spec = kernel.load_spec(SPEC)
-    out = kernel.run(kernel.parse_module(mod_text), spec, {"In": np.zeros((32, 4), np.uint32)})["Out"]
+    res = kernel.run(kernel.parse_module(mod_text), spec, {"In": np.zeros((32, 4), np.uint32)})
+    out = res["Out"]
     t = np.arange(32)
     assert np.array_equal(out[:, 0], t)                                   # per-thread local memory
     assert np.array_equal(out[:, 1], np.array([11, 22, 33, 44])[t % 4])
     assert np.all(out[:, 2] == 6) and np.all(out[:, 3] == 5)
-    assert kernel.run.last_witnesses == []
+    assert res.witnesses == []
+
+
+def test_run_returns_its_witnesses_and_steps():
+    """kernel.run returns a RunResult: the buffers (a mapping, as before) with this run's
+    witnesses and step count; nothing is left on the function between runs."""
+    spec = kernel.load_spec(SPEC)
+    bad = kernel.run(kernel.parse_module(HEAD + "  st.global.u32 [%rd5+16], %r0;\n" + TAIL), spec)
+    good = kernel.run(kernel.parse_module(HEAD + TAIL), spec)
+    assert [w.kind for w in bad.witnesses] == ["out-of-bounds"] and good.witnesses == []   # each its own
+    assert bad.steps == good.steps + 1 > 1
+    assert set(good) == {"In", "Out"} and dict(good).keys() == good.buffers.keys()
+    assert good["Out"].shape == (32, 4) and np.all(good["Out"] == 0)
+    assert not hasattr(kernel.run, "last_witnesses") and not hasattr(kernel.run, "last_steps")

@@ -7,6 +7,7 @@ Also: the package list in pyproject.toml names every package under formal/.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -123,6 +124,36 @@ def _wheel_observed_data(venv):
     assert "match" in r.stdout
 
 
+def _readme_anywhere_examples():
+    """README console examples that name shipped data (``specs/...``, ``recipes/...``) and no
+    file of the checkout: they claim to work from anywhere (``formal.specdata.data_file``)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from doc_examples import console_examples
+
+    out = []
+    for cmd, expected in console_examples((ROOT / "README.md").read_text()):
+        note = cmd.split("  # ", 1)[1] if "  # " in cmd else ""
+        if any(w in note for w in ("checkout", "not run", "slow", "needs")):
+            continue
+        argv = shlex.split(cmd, comments=True)
+        if any(a.startswith(("specs/", "recipes/")) for a in argv):
+            out.append((argv, expected))
+    return out
+
+
+def _wheel_readme_examples(venv):
+    ex = _readme_anywhere_examples()
+    assert {a[1] for a, _ in ex} >= {"transform", "wmma"}, ex       # the recipe and pipeline-check examples
+    for argv, expected in ex:
+        r = _run([str(venv["exe"]), *argv[1:]], cwd=venv["cwd"])
+        assert r.returncode == 0, (argv, r.stdout, r.stderr)
+        if expected.strip():
+            assert r.stdout.rstrip("\n") == expected.rstrip("\n")
+    # a name that is neither a file nor shipped data stays a one-line bad-input error
+    r = _run([str(venv["exe"]), "transform", "recipes/no_such.recipe"], cwd=venv["cwd"])
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
 def test_wheel_works_from_outside_the_repo(tmp_path):
     """One test (one wheel build, also under xdist): build, install into a fresh venv, run from elsewhere."""
     venv = _venv(tmp_path)
@@ -131,3 +162,4 @@ def test_wheel_works_from_outside_the_repo(tmp_path):
     _wheel_prove_slice(venv)
     _wheel_transform_library(venv)
     _wheel_observed_data(venv)
+    _wheel_readme_examples(venv)

@@ -109,3 +109,35 @@ def test_python_example():
     ns = {}
     exec(compile(code[1], "README.md", "exec"), ns)      # `import formal.strategies` and a property test
     assert callable(ns["test_my_mma"])
+
+
+def _note(cmd: str) -> str:
+    return cmd.split("  # ", 1)[1] if "  # " in cmd else ""
+
+
+def test_examples_reading_checkout_files_say_so():
+    """An example reading a file of the source tree outside the shipped data (tests/, proofs/,
+    docs/) is marked `# checkout`; one naming shipped data (specs/, recipes/) is not."""
+    for cmd, _ in EXAMPLES:
+        argv = shlex.split(cmd, comments=True)
+        local = [a for a in argv if re.match(r"(tests|proofs|docs)/", a) or re.search(r"[ =](tests|proofs|docs)/", a)]
+        shipped = [a for a in argv if a.startswith(("specs/", "recipes/"))]
+        if local and "not run" not in _note(cmd):
+            assert "checkout" in _note(cmd), f"reads {local} of the checkout but is not marked `# checkout`: {cmd}"
+        if shipped and not local:
+            assert "checkout" not in _note(cmd), cmd
+
+
+@pytest.mark.parametrize("cmd,expected", [(c, e) for c, e in EXAMPLES
+                                          if any(a.startswith(("specs/", "recipes/")) for a in shlex.split(c, comments=True))
+                                          and not re.search(r"checkout|not run|slow|needs", _note(c))],
+                         ids=lambda x: x[:60] if isinstance(x, str) and x.startswith("ptx") else "")
+def test_shipped_data_examples_run_from_an_empty_directory(cmd, expected, tmp_path, monkeypatch):
+    """specs/... and recipes/... name the shipped data from any directory (formal.specdata.data_file)."""
+    monkeypatch.chdir(tmp_path)          # no specs/ or recipes/ here
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        rc = main(shlex.split(cmd, comments=True)[1:])
+    assert rc == 0, buf.getvalue()
+    if expected.strip():
+        assert buf.getvalue().rstrip("\n") == expected.rstrip("\n")

@@ -86,6 +86,8 @@ def cmd_lint(args) -> int:
             print(f"  line {f.line}: {'legal  ' if f.legal else 'ILLEGAL'} {f.instruction}")
             for r in f.reasons:
                 print(f"      {r}")
+            for w in f.warnings:
+                print(f"      warning: {w}")
     return 1 if bad else 0
 
 
@@ -117,14 +119,14 @@ def cmd_run(args) -> int:
         if unknown:
             raise ValueError(f"{args.inputs}: arrays {unknown} name no buffer of the spec")
     out = run(mod, spec, inputs, arch=args.arch)
-    wit = getattr(run, "last_witnesses", [])
+    wit = out.witnesses
     if args.out:
-        np.savez(args.out, **out)
+        np.savez(args.out, **out.buffers)
     if args.json:
-        print(json.dumps({"buffers": {k: list(v.shape) for k, v in out.items()}, "steps": run.last_steps,
+        print(json.dumps({"buffers": {k: list(v.shape) for k, v in out.items()}, "steps": out.steps,
                           "witnesses": [w.to_json() for w in wit]}, indent=2))
     else:
-        print(f"ran {spec.grid} x {spec.block}: {run.last_steps} instruction steps"
+        print(f"ran {spec.grid} x {spec.block}: {out.steps} instruction steps"
               + (f"; wrote {args.out}" if args.out else ""))
         for w in wit:
             print(w)

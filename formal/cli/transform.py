@@ -25,7 +25,8 @@ def register(sub) -> None:
                        description="Prove a recipe (source layout, movement steps, target layout): Proved, or Refuted "
                                    "with the first (lane, register, element) that ends in the wrong place and the path "
                                    "it took, or Unknown.  Recipe format: recipes/README.md.")
-    p.add_argument("file", nargs="?", help="recipe file (.recipe text or .json)")
+    p.add_argument("file", nargs="?", help="recipe file (.recipe text or .json); recipes/NAME.recipe names a "
+                                           "library recipe from any directory")
     p.add_argument("--json", action="store_true", help="JSON output")
     p.add_argument("--timeout", type=float, default=60.0, help="solver timeout per query, seconds (default 60)")
     p.add_argument("--smt2", metavar="OUT", help="write the negated obligation (SMT-LIB 2) of a proved recipe to OUT")
@@ -78,7 +79,9 @@ def _run(args) -> int:
         raise InputError("give a recipe FILE, --library, --export or --check-triton (see --help)")
     if args.args:
         raise InputError(f"unexpected arguments: {' '.join(args.args)}")
-    recipe = T.load(args.file)
+    from ..specdata import data_file
+
+    recipe = T.load(data_file(args.file))
     res = recipe.prove(timeout_ms)
     ok, why = recipe.expectation_met(res)
     if args.smt2 and res.smt2:

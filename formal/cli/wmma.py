@@ -242,7 +242,8 @@ def cmd_probe_decode(args) -> int:
 
 def cmd_pipeline_check(args) -> int:
     from ..wmma import pipeline as pl
-    r = pl.check_pipeline_data(args.path, arch=args.arch)
+    from ..specdata import data_file
+    r = pl.check_pipeline_data(data_file(args.path), arch=args.arch)
     c = r.counts
     print(json.dumps(r.to_dict(), indent=1) if args.json else r.text())
     if c.get("mismatch") or c.get("evaluator_error"):
@@ -392,7 +393,8 @@ def register(sub) -> None:
 
     q = ws.add_parser("pipeline-check", help="silicon pipeline D vs formal.evaluate_matrices, bit for bit "
                                              "(exit 0 all match, 1 mismatch, 3 no silicon output)")
-    q.add_argument("path", help="a run directory (wmma_pipeline.json + .npz) or a slice's .json")
+    q.add_argument("path", help="a run directory (wmma_pipeline.json + .npz) or a slice's .json; "
+                                "specs/observed/NAME.json names the shipped slice from any directory")
     q.add_argument("--arch", default=None, help="evaluator architecture (default: the run's target)")
     q.add_argument("--json", action="store_true")
     q.set_defaults(func=cmd_pipeline_check)

@@ -6,7 +6,8 @@ Public API (``formal.kernel``), usable from a compiler's test suite::
     lint(mod) -> list[Finding]                    # matrix instructions legal on .target/.version
     spec = load_spec("gemm.toml")                 # KernelSpec (formal.kernel.spec)
     res  = check(mod, spec, ctas=None)            # CheckResult: verdict proved/refuted/unknown + witnesses
-    out  = run(mod, spec, inputs, arch="sm_90")   # {buffer name: raw encodings}, bit-exact
+    out  = run(mod, spec, inputs, arch="sm_90")   # RunResult: {buffer name: raw encodings}, bit-exact,
+                                                  #   plus .witnesses (UB / OOB seen) and .steps
 
 Errors: :class:`PTXSyntaxError` (bad module, has ``.line``), :class:`Unsupported` (a construct
 the engine does not model, with ``.line`` and ``.instruction``), :class:`SpecError` (bad spec).
@@ -16,6 +17,7 @@ interpreter in :mod:`formal.kernel.machine` (see docs/kernel.md).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .legality import Finding
@@ -23,7 +25,7 @@ from .machine import Witness
 from .ptx import Module, PTXSyntaxError, Unsupported, parse_module
 from .spec import Buffer, Contract, KernelSpec, SpecError, load_spec, make_inputs, raw_dtype  # noqa: F401
 
-__all__ = ["parse_module", "lint", "check", "run", "Module", "Finding", "CheckResult", "Witness", "PTXSyntaxError",
+__all__ = ["parse_module", "lint", "check", "run", "Module", "Finding", "CheckResult", "RunResult", "Witness", "PTXSyntaxError",
            "Unsupported", "SpecError", "load_spec", "make_inputs", "raw_dtype", "KernelSpec"]
 
 
@@ -60,17 +62,34 @@ def lint(mod) -> list[Finding]:
     return lint_module(_module(mod))
 
 
-def run(mod, spec, inputs: dict | None = None, arch: str = "sm_90") -> dict:
+@dataclass(eq=False)      # compared as a Mapping, buffer by buffer
+class RunResult(Mapping):
+    """What :func:`run` returns: every buffer after the run (a read-only mapping, name ->
+    raw encodings in the buffer's shape), the undefined behaviour / out-of-bounds accesses
+    seen during the run (``witnesses``) and the instruction steps executed (``steps``)."""
+
+    buffers: dict
+    witnesses: list = field(default_factory=list)
+    steps: int = 0
+
+    def __getitem__(self, name):
+        return self.buffers[name]
+
+    def __iter__(self):
+        return iter(self.buffers)
+
+    def __len__(self) -> int:
+        return len(self.buffers)
+
+
+def run(mod, spec, inputs: dict | None = None, arch: str = "sm_90") -> RunResult:
     """Execute the launch with bit-exact values; returns every buffer after the run
-    (raw encodings in the buffer's shape).  Buffers missing from ``inputs`` start at zero."""
+    (raw encodings in the buffer's shape) with the run's witnesses (:class:`RunResult`).
+    Buffers missing from ``inputs`` start at zero."""
     from .machine import Machine
     m = Machine(_module(mod), _spec(spec), inputs or {}, arch=arch, check=False)
     m.run()
-    bad = [w for w in m.witnesses]
-    out = {b.name: m.read_buffer(b.name) for b in m.spec.buffers}
-    run.last_witnesses = bad            # undefined behaviour / OOB seen during the run (the CLI reports them)
-    run.last_steps = m.executed
-    return out
+    return RunResult({b.name: m.read_buffer(b.name) for b in m.spec.buffers}, list(m.witnesses), m.executed)
 
 
 def check(mod, spec, ctas=None, seed: int = 0, lanes: bool = True) -> CheckResult:

@@ -1,6 +1,9 @@
 """``kernel lint``: is every matrix instruction of a module legal on its ``.target`` at its ``.version``?
 
-mma / mma.sp / wmma: the catalog's legality (:func:`formal.catalog.legality`).
+mma / mma.sp / wmma: the catalog's legality (:func:`formal.catalog.legality`), and the
+declared type of every fragment register (:func:`register_types`, from
+``specs/operand_registers.toml``: what ptxas accepts, swept by
+``tools/sweep_operand_registers.py``).
 ldmatrix / stmatrix / movmatrix: the form must exist in ``specs/movement.toml`` and its
 ``requires`` (minimum target and PTX ISA version, arch-specific targets; checked against
 ptxas 13.0 for the sm_75/sm_90 forms) must hold.
@@ -19,9 +22,11 @@ class Finding:
     instruction: str
     legal: bool
     reasons: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)   # legal (ptxas accepts), but outside the ISA text
 
     def to_json(self) -> dict:
-        return {"line": self.line, "instruction": self.instruction, "legal": self.legal, "reasons": self.reasons}
+        return {"line": self.line, "instruction": self.instruction, "legal": self.legal, "reasons": self.reasons,
+                "warnings": self.warnings}
 
 _MATRIX_MOVES = ("ldmatrix", "stmatrix", "movmatrix")
 _OUT_OF_SCOPE = ("wgmma", "tcgen05")
@@ -41,7 +46,7 @@ def lint_module(mod: Module) -> list:
     except catalog.BadArgument as e:
         tgt = None
         bad_target = str(e)
-    for ins in mod.instructions():
+    for fn, ins in ((fn, ins) for fn in mod.functions.values() for ins in fn.instrs):
         h = ins.head
         if h in _OUT_OF_SCOPE:
             raise Unsupported(ins.line, ins.text, f"{h} is outside the catalog (warpgroup / tensor-memory MMA)")
@@ -55,7 +60,9 @@ def lint_module(mod: Module) -> list:
             except catalog.BadArgument as e:
                 out.append(Finding(ins.line, ins.text, False, [str(e)]))
                 continue
-            out.append(Finding(ins.line, ins.text, res.ok, [str(r) for r in res.reasons]))
+            bad, warn = register_types(ins, fn)
+            reasons = [str(r) for r in res.reasons] + bad
+            out.append(Finding(ins.line, ins.text, res.ok and not bad, reasons, warn))
         elif h in _MATRIX_MOVES:
             out.append(_move_finding(ins, tgt, mod.version, target))
     return out
@@ -83,3 +90,74 @@ def _move_finding(ins, tgt, version, target):
     if mp and _ver(version) < _ver(mp):
         reasons.append(f"{st.entry['id']} requires PTX ISA {mp} or later, the module is .version {version} ({sec})")
     return Finding(ins.line, ins.text, not reasons, reasons)
+
+
+# ---------------------------------------------------------------------------------------
+# fragment register types (the module's .reg declarations; `ptx-formal check` sees none)
+
+def _operand_vectors(ins) -> dict:
+    """{catalog operand name: Vec} of an mma / wmma instruction."""
+    from .ptx import Vec
+    fam = ins.form.family
+    if fam in ("mma", "mma.sp", "wmma.mma"):
+        names = ("d", "a", "b", "c")
+    elif fam == "wmma.load":
+        names = ("r",)
+    else:
+        names = (None, "r")
+    return {n: o for n, o in zip(names, ins.ops) if n and isinstance(o, Vec)}
+
+
+def _table_key(form, name: str) -> str:
+    if form.family == "wmma.load":
+        return form.matrix
+    return "d" if form.family == "wmma.store" else name
+
+
+def _text_types(ptx_type: str, bits: int) -> set:
+    """Register types the ISA text allows for a fragment of ``ptx_type``: that type, the
+    bit-size type of its width (compatible with every type of that size), and for an
+    integer or bit-size fragment every integer / every type of that width."""
+    from .ptx import _TYPE_BITS
+    same = {t for t, b in _TYPE_BITS.items() if b == bits}
+    if ptx_type.startswith("b"):
+        return same
+    ints = {t for t in same if t[0] in "bsu"}
+    return ints if ptx_type[0] in "su" else {ptx_type, f"b{bits}"}
+
+
+def register_types(ins, fn) -> tuple[list[str], list[str]]:
+    """(reasons, warnings) for the declared types of an mma / wmma instruction's fragment
+    registers: a type ptxas rejects for that operand is a reason (illegal); one ptxas accepts
+    although the ISA's fragment type differs is a warning."""
+    from ..specdata import load_spec
+    from .ptx import _TYPE_BITS, Reg
+    try:
+        ops = ins.form.operands
+    except (KeyError, ValueError):
+        return [], []
+    table = load_spec("operand_registers")["accepted"].get(ins.form.family, {})
+    reasons, warnings = [], []
+    for name, vec in _operand_vectors(ins).items():
+        op = ops.get(name)
+        if op is None:
+            continue
+        key = _table_key(ins.form, name)
+        accepted = table.get(key, {}).get(op.etype)
+        by_type: dict[str, list[str]] = {}          # declared type -> registers (one message each)
+        for r in vec.items:
+            t = fn.reg_types.get(r.name) if isinstance(r, Reg) else None
+            if t is not None:
+                by_type.setdefault(t, []).append(r.name)
+        for t, regs in by_type.items():
+            what = (f"operand {key} ({op.count} x .{op.ptx_type}, .{op.etype} elements): {', '.join(regs)} "
+                    f"{'is' if len(regs) == 1 else 'are'} declared .{t}")
+            if accepted is None:
+                if _TYPE_BITS.get(t) != op.reg_bits:     # a form the sweep did not reach: its width at least
+                    reasons.append(f"{what}, a {_TYPE_BITS.get(t)}-bit register where a {op.reg_bits}-bit one goes")
+            elif t not in accepted:
+                reasons.append(f"{what}; ptxas accepts .{', .'.join(accepted)} here "
+                               f"(specs/operand_registers.toml)")
+            elif t not in _text_types(op.ptx_type, op.reg_bits):
+                warnings.append(f"{what}; ptxas accepts it, the PTX ISA names .{op.ptx_type} registers")
+    return reasons, warnings

@@ -114,6 +114,7 @@ class Function:
     params: list[Var]
     line: int
     regs: dict[str, int] = field(default_factory=dict)      # name -> bits (1 for .pred)
+    reg_types: dict[str, str] = field(default_factory=dict)  # name -> declared type ("b32", "f16x2", ...)
     vars: list[Var] = field(default_factory=list)            # .shared / .local inside the body
     instrs: list[Instr] = field(default_factory=list)
     labels: dict[str, int] = field(default_factory=dict)     # label -> instruction index
@@ -602,8 +603,10 @@ def _body_statement(fn: Function, st: str, line: int, path) -> None:
         if d in ("reg", "shared", "local", "global", "const", "param") or d in ("align",) or \
                 st.split()[0] in (".extern",) or any(x in st.split() for x in (".reg", ".shared", ".local")):
             regs, var, space = _decl(" ".join(x for x in st.split() if x != ".extern"), line, path)
+            typ = next((q[1:] for q in st.replace(",", " ").split() if q[1:] in _TYPE_BITS), None)
             for r, b in regs:
                 fn.regs[r] = b
+                fn.reg_types[r] = typ
             if var is not None:
                 if ".extern" in st:
                     var.extern = True

@@ -8,7 +8,7 @@ numerics.md) and where the number comes from.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Mapping
 
 # Citation keys used in evidence strings (numerics.md §0).
@@ -74,6 +74,8 @@ class BlockFMA:
     overflow: str = "inf"          # "inf": +-Inf even when rounding is RZ; "ieee"; "satfinite"
     nan_bits: int | None = None    # output NaN encoding (None: the format's canonical all-ones)
     zero_sign: str = "positive"    # sign of a zero result from an exact-zero sum S: "positive" (+0) | "ieee"
+                                   #   (IEEE 754-2019 §6.3: -0 iff every addend is -0, or rm and any -0
+                                   #   addend or a cancellation; tests/test_numerics_zero_sign.py)
     rounded_zero_sign: str = "sum"  # sign of a zero result from a NONZERO sum (it rounds to zero):
                                    #   "sum" (the sum's sign, as IEEE 754) | "positive" (+0)
     pin_subnormals: bool = True    # subnormal inputs align at emin (True) or at their leading one
@@ -291,6 +293,18 @@ class ArchModel:
     paths: Mapping[str, PathParams]
     input_types: frozenset
     notes: Mapping[str, str] = field(default_factory=dict)
+    #: the named model a variant was made from ("" for a named model); see ``target``
+    base: str = ""
+
+    # The mappings make the generated hash fail (dict / mappingproxy); name and path keys
+    # are enough for a hash consistent with ==, so a model can key a dict or a cache.
+    def __hash__(self) -> int:
+        return hash((self.name, self.base, tuple(sorted(self.paths))))
+
+    @property
+    def target(self) -> str:
+        """The architecture this model stands for (a variant keeps its base model's)."""
+        return self.base or self.name
 
     @property
     def citations(self) -> tuple:
@@ -336,15 +350,23 @@ class ArchModel:
 
     def replace_path(self, key: str, new_name: str | None = None, **overrides) -> "ArchModel":
         """A variant model (a hypothesis): one path's parameters overridden."""
+        if key not in self.paths:
+            raise UnsupportedPath(f"{self.name}: no path {key!r}; paths: {', '.join(sorted(self.paths))}")
+        rec = self.paths[key]
+        names = {f.name for f in fields(rec)}
+        for k in overrides:
+            if k not in names:
+                raise UnsupportedPath(f"{self.name}: path {key!r} ({type(rec).__name__}) has no parameter {k!r}; "
+                                      f"parameters: {', '.join(sorted(names))}")
         paths = dict(self.paths)
-        paths[key] = replace(paths[key], **overrides)
+        paths[key] = replace(rec, **overrides)
         tag = ",".join(f"{k}={v}" for k, v in overrides.items())
-        return replace(self, name=new_name or f"{self.name}[{key}:{tag}]", paths=paths)
+        return replace(self, name=new_name or f"{self.name}[{key}:{tag}]", paths=paths, base=self.target)
 
     def with_path(self, key: str, params: PathParams, new_name: str | None = None) -> "ArchModel":
         paths = dict(self.paths)
         paths[key] = params
-        return replace(self, name=new_name or f"{self.name}[{key}]", paths=paths)
+        return replace(self, name=new_name or f"{self.name}[{key}]", paths=paths, base=self.target)
 
 
 class UnsupportedPath(ValueError):

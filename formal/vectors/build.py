@@ -105,11 +105,10 @@ def check_form(form: Form, arch) -> None:
 
     if form.family not in ("mma", "mma.sp", "wmma.mma"):
         raise VectorError(f"{form.opcode}: vectors are for mma, mma.sp and wmma.mma forms, not {form.family}")
-    if isinstance(arch, str):
-        try:
-            check_available(form, arch)
-        except EvalError as e:
-            raise VectorError(str(e)) from None
+    try:
+        check_available(form, arch)              # a name, or an ArchModel by its base target
+    except EvalError as e:
+        raise VectorError(str(e)) from None
 
 
 def _seed_for(seed: int, opcode: str, what: str) -> np.random.Generator:

@@ -78,12 +78,11 @@ def supports(form: Form, model) -> bool:
     """The model has an arithmetic path for the form."""
     from ..numerics.archs import get_model
 
+    from ..evaluate import check_available
+
     arch = model.arch if isinstance(model, Mutant) else model
     try:
-        if isinstance(arch, str):
-            from ..evaluate import check_available
-
-            check_available(form, arch)          # the instruction exists on that target
+        check_available(form, arch)              # the instruction exists on that target (a model: its base's)
         m = get_model(arch)
         m.path(form.atype, form.btype, form.ctype, form.dtype, form.kind, scaled=bool(form.block_scale),
                shape=form.mnk)

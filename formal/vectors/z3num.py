@@ -487,9 +487,13 @@ def _one_block(a, b, c: Elem, p, dtype: str) -> z3.BitVecRef:
     if p.zero_sign == "positive":
         zneg = z3.BoolVal(False)
     else:
+        # IEEE 754-2019 §6.3 (as formal.numerics.block._zero_sign): zeros of one sign keep
+        # it; mixed zero signs or a cancellation give +0, -0 under rm
         allz = z3.And([z3.Not(nz) for nz, *_ in terms])
         alln = z3.And([t[4] for t in terms])
-        zneg = z3.If(allz, alln, z3.BoolVal(p.rounding == "rm"))
+        rm = p.rounding == "rm"
+        anyn = z3.Or([t[4] for t in terms]) if rm else z3.BoolVal(False)
+        zneg = z3.If(allz, z3.Or(alln, anyn), z3.BoolVal(rm))
     neg = z3.If(zero, zneg, neg)
     neg = z3.If(isinf, ninf, neg)
     r = encode(neg, sabs(S), E - bv(F, EW), dtype, p.rounding, overflow=p.overflow,
