@@ -169,6 +169,9 @@ def get_format(fmt) -> Format:
 #: alignment exponent that ``Decoded.ealign`` gives zeros and specials: far below any
 #: real exponent, so they never win a maximum and shift out of any window
 ZERO_EXP = -(1 << 20)
+#: the same for the int16 exponents of the float32 product path (``Decoded.e16``): a sum of
+#: up to four of them still fits int16 and stays far below every real exponent
+E16_ZERO = -8000
 
 
 class Decoded:
@@ -177,7 +180,9 @@ class Decoded:
     Fields: ``neg`` (bool), ``sig`` (int64 >= 0, 0 for NaN/Inf), ``exp`` (int64 field
     exponent, pinned at emin for subnormals and zeros), ``nan``, ``inf``, ``zero`` (bool).
     Derived: ``lsb``, ``val`` (signed float64 value: exact for every format narrower
-    than f64), ``ealign`` (exp, or ZERO_EXP for zeros and specials).  Formats with at
+    than f64), ``ealign`` (exp, or ZERO_EXP for zeros and specials), ``val32`` / ``e16``
+    (``val`` as float32 and ``ealign`` as int16 with E16_ZERO: the float32 product path
+    of :func:`formal.numerics.block.product_terms`, which checks that they are exact).  Formats with at
     most 2**16 encodings decode through a per-code table, one gather per field used.
     """
 
@@ -192,13 +197,18 @@ class Decoded:
     def _get(self, name):
         v = self._f.get(name)
         if v is None:
-            if self._table is not None:
+            if self._table is not None and name in self._table:
                 v = like(self._table[name], self._idx)[self._idx]
             elif name == "val":
                 x = np.ldexp(np.asarray(self.sig).astype(np.float64), self.lsb)
                 v = np.where(self.neg, -x, x)
             elif name == "ealign":
                 v = np.where(self.zero | self.nan | self.inf, ZERO_EXP, self.exp)
+            elif name == "val32":
+                v = np.asarray(self.val).astype(np.float32)
+            elif name == "e16":
+                ea = np.asarray(self.ealign)
+                v = np.where(ea == ZERO_EXP, E16_ZERO, ea).astype(np.int16)
             else:
                 raise AttributeError(name)
             self._f[name] = v
@@ -212,6 +222,20 @@ class Decoded:
     zero = property(lambda self: self._get("zero"))
     val = property(lambda self: self._get("val"))
     ealign = property(lambda self: self._get("ealign"))
+    val32 = property(lambda self: self._get("val32"))
+    e16 = property(lambda self: self._get("e16"))
+
+    def erange(self):
+        """(min, max) of ``ealign`` over the nonzero finite elements, or None if there are
+        none: the format's whole range for table-decoded elements (no data pass, no device
+        sync), else from the data."""
+        if self._table is not None:
+            return self._table["erange"]
+        ea = np.asarray(self.ealign)
+        nz = ea != ZERO_EXP
+        if not bool(np.any(nz)):
+            return None
+        return int(np.min(np.where(nz, ea, -ZERO_EXP))), int(np.max(ea))
 
     def has_special(self) -> bool:
         if self._table is not None:
@@ -237,7 +261,7 @@ class Decoded:
         if self._table is not None:
             return Decoded(self.fmt, idx=mv(self._idx), table=self._table)
         d = Decoded(self.fmt, *(mv(getattr(self, n)) for n in self._NAMES))
-        for extra in ("val", "ealign"):
+        for extra in ("val", "ealign", "val32", "e16"):
             if self._f.get(extra) is not None:
                 d._f[extra] = mv(self._f[extra])
         return d
@@ -259,6 +283,12 @@ def _table_host(name: str) -> dict:
     t = {n: getattr(d, n) for n in Decoded._NAMES}
     t["val"] = d.val
     t["ealign"] = d.ealign.astype(np.int32)
+    real = t["ealign"] != ZERO_EXP
+    t["erange"] = (int(t["ealign"][real].min()), int(t["ealign"][real].max())) if real.any() else None
+    t["e16"] = np.where(real, t["ealign"], E16_ZERO).astype(np.int16)
+    v32 = d.val.astype(np.float32)
+    if np.array_equal(v32.astype(np.float64), d.val):   # every <= 16-bit format: exact
+        t["val32"] = v32
     t["special"] = d.nan | d.inf
     t["any_special"] = bool(np.any(t["special"]))
     for v in t.values():
