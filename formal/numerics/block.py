@@ -155,21 +155,24 @@ def _range32(factors: list[Decoded]):
     bits <= 24, lo - fb >= -126 and hi - fb + bits <= 127.  No float32 subnormal ever
     occurs (so a flush-to-zero device computes the same).  A factor with no nonzero
     element makes every product zero; it adds [0, 0].  f16 always qualifies (the format's
-    range); bf16 / tf32 when the data's exponents are moderate.
+    range); bf16 / tf32 when the data's exponents are moderate (a pass over the factors,
+    which are a small fraction of the products).
     """
-    lo = hi = bits = fb = 0
-    for d in factors:
-        m = d.fmt.mantissa
-        if d.fmt.cls != "float" or m + 1 > 24:
-            return None
-        r = d.erange()
-        r = (0, 0) if r is None else r
-        if r[0] - m < -126 or r[1] + 1 > 127:
-            return None
-        lo, hi, bits, fb = lo + r[0], hi + r[1], bits + m + 1, fb + m
-    if bits > 24 or lo - fb < -126 or hi - fb + bits > 127:
+    if any(d.fmt.cls != "float" for d in factors) or sum(d.fmt.mantissa + 1 for d in factors) > 24:
         return None
-    return lo, hi, bits
+    for data in (False, True):     # the formats' ranges (f16), else the data's (bf16, tf32)
+        lo = hi = bits = fb = 0
+        for d in factors:
+            m = d.fmt.mantissa
+            r = d.erange(data)
+            r = (0, 0) if r is None else r
+            if r[0] - m < -126 or r[1] + 1 > 127:
+                break
+            lo, hi, bits, fb = lo + r[0], hi + r[1], bits + m + 1, fb + m
+        else:
+            if lo - fb >= -126 and hi - fb + bits <= 127:
+                return lo, hi, bits
+    return None
 
 
 def _wide_products(factors: list[Decoded], e, fb: int, shape) -> Terms:
@@ -419,10 +422,12 @@ def _window_sum_f32(g: Terms, E, F: int, truncation: str):
         return None
     Ec = np.clip(E, lo, Ehi).astype(np.int32)
     scale = np.ldexp(np.ones(Ec.shape, np.float32), F - Ec)
-    x = g.val * scale
+    m = np.empty(np.broadcast_shapes(g.val.shape, scale.shape), np.int32)
     if truncation == "floor":
-        np.floor(x, out=x)
-    m = x.astype(np.int32)                   # toward zero: exact on integers and for "magnitude"
+        x = g.val * scale
+        np.floor(x, out=m, casting="unsafe")
+    else:   # the cast into the int32 output truncates toward zero: one pass, no float temporary
+        np.multiply(g.val, scale, out=m, casting="unsafe")
     acc = np.int32 if g.K * ((1 << top) - 1) < (1 << 31) else np.int64
     return np.sum(m, axis=0, dtype=acc).astype(np.int64)
 

@@ -225,11 +225,11 @@ class Decoded:
     val32 = property(lambda self: self._get("val32"))
     e16 = property(lambda self: self._get("e16"))
 
-    def erange(self):
+    def erange(self, data: bool = False):
         """(min, max) of ``ealign`` over the nonzero finite elements, or None if there are
-        none: the format's whole range for table-decoded elements (no data pass, no device
-        sync), else from the data."""
-        if self._table is not None:
+        none: the format's whole range for table-decoded elements unless ``data`` (no data
+        pass, no device sync), else from the data."""
+        if self._table is not None and not data:
             return self._table["erange"]
         ea = np.asarray(self.ealign)
         nz = ea != ZERO_EXP
