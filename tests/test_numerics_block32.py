@@ -171,3 +171,41 @@ def test_gemm_chunked_by_tile_rows_is_unchunked(chunk, monkeypatch):
     with monkeypatch.context() as mp:
         mp.setattr(E, "CHUNK_TERMS", chunk)
         assert np.array_equal(E.mma_matrices(a3, b3, c3, **kw), whole)
+
+
+def _rounding_cases(rng, n):
+    """(neg, mag, lsb) around every float32 boundary: ties, subnormals, overflow, zeros."""
+    nb = rng.integers(0, 54, n)
+    mag = (rng.integers(0, 1 << 62, n, dtype=np.int64) >> (62 - nb)).astype(np.int64)
+    # ties and near-ties at the float32 rounding position of 24- to 30-bit magnitudes
+    t = rng.random(n) < 0.3
+    w = rng.integers(25, 31, n)
+    tie = ((rng.integers(1 << 23, 1 << 24, n) << (w - 24)) + (1 << (w - 25)) + rng.integers(-1, 2, n))
+    mag = np.where(t, tie, mag)
+    top = rng.choice([-160, -150, -149, -127, -126, -125, -1, 0, 100, 126, 127, 128, 129], n) + rng.integers(-2, 3, n)
+    lsb = top - np.maximum(1, np.frexp(mag.astype(np.float64))[1]) + 1
+    lsb = np.where(rng.random(n) < 0.02, rng.integers(-1100, 1000, n), lsb)
+    return rng.random(n) < 0.5, mag, lsb.astype(np.int64)
+
+
+@pytest.mark.parametrize("mode", ["rn", "rz", "rm", "rp"])
+@pytest.mark.parametrize("overflow", ["ieee", "inf", "satfinite"])
+def test_binary32_encode_through_float_is_the_integer_encode(mode, overflow, monkeypatch):
+    from formal.numerics import formats as Fm
+    rng = np.random.default_rng(11)
+    neg, mag, lsb = _rounding_cases(rng, 40000)
+    nan, inf = rng.random(mag.size) < 0.01, rng.random(mag.size) < 0.01
+    for kw in (dict(), dict(ftz=True), dict(nan=nan, inf=inf), dict(nan=nan, nan_code=0x7FC00000)):
+        used = []
+        real = Fm._encode_binary32
+        monkeypatch.setattr(Fm, "_encode_binary32", lambda *x: used.append(1) or real(*x))
+        # in-range rows take the float path; the rest (lsb far out) the integer one
+        ok = (lsb >= -1022) & (lsb <= 969)
+        fast = Fm.encode(neg[ok], mag[ok], lsb[ok], "f32", mode, overflow=overflow,
+                         **{k: (v[ok] if isinstance(v, np.ndarray) else v) for k, v in kw.items()})
+        assert used and fast is not None
+        monkeypatch.setattr(Fm, "_is_binary32", lambda f: False)
+        slow = Fm.encode(neg[ok], mag[ok], lsb[ok], "f32", mode, overflow=overflow,
+                         **{k: (v[ok] if isinstance(v, np.ndarray) else v) for k, v in kw.items()})
+        monkeypatch.undo()
+        assert np.array_equal(fast, slow), (kw, np.flatnonzero(fast != slow)[:5])

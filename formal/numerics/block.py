@@ -256,9 +256,13 @@ def fix_normalised_exponent(t: Terms) -> Terms:
 def value_terms(d: Decoded) -> Terms:
     """One addend per element (e.g. c), as K=1 Terms: [1, *shape]."""
     ex = lambda x: np.asarray(x)[None]  # noqa: E731
-    t = Terms(ex(d.neg), ex(d.sig), ex(d.ealign), d.fmt.mantissa)
     if d.fmt.mantissa < 53:
-        t._val = ex(d.val)
+        # exact float64 values; neg (the sign bit of val, zeros and specials included: their
+        # val is a zero of their sign) and mag (|val| scaled back: 0 for zeros and specials,
+        # whose e is ZERO_EXP) are derived from it only if some step asks
+        t = Terms(e=ex(d.ealign), fb=d.fmt.mantissa, val=ex(d.val))
+    else:
+        t = Terms(ex(d.neg), ex(d.sig), ex(d.ealign), d.fmt.mantissa)
     if d.has_special():
         t.nan, t.pinf, t.ninf = ex(d.nan), ex(d.inf & ~d.neg), ex(d.inf & d.neg)
     return t

@@ -189,16 +189,19 @@ class Decoded:
     _NAMES = ("neg", "sig", "exp", "nan", "inf", "zero")
 
     def __init__(self, fmt, neg=None, sig=None, exp=None, nan=None, inf=None, zero=None, *,
-                 idx=None, table=None):
+                 idx=None, table=None, bits32=None):
         self.fmt = fmt
         self._f = {"neg": neg, "sig": sig, "exp": exp, "nan": nan, "inf": inf, "zero": zero}
         self._idx, self._table = idx, table
+        self._bits32 = bits32     # uint32 codes of an IEEE binary32 format (see _binary32_field)
 
     def _get(self, name):
         v = self._f.get(name)
         if v is None:
             if self._table is not None and name in self._table:
                 v = like(self._table[name], self._idx)[self._idx]
+            elif self._bits32 is not None:
+                v = _binary32_field(self, name)
             elif name == "val":
                 x = np.ldexp(np.asarray(self.sig).astype(np.float64), self.lsb)
                 v = np.where(self.neg, -x, x)
@@ -238,6 +241,8 @@ class Decoded:
         return int(np.min(np.where(nz, ea, -ZERO_EXP))), int(np.max(ea))
 
     def has_special(self) -> bool:
+        if self._bits32 is not None and self._f["nan"] is None:
+            return bool(np.any((self._bits32 & np.uint32(0x7F800000)) == np.uint32(0x7F800000)))
         if self._table is not None:
             return bool(self._table["any_special"] and np.any(like(self._table["special"], self._idx)[self._idx]))
         return bool(np.any(self.nan | self.inf))
@@ -260,6 +265,8 @@ class Decoded:
         mv = lambda x: np.ascontiguousarray(np.moveaxis(np.asarray(x), -1, 0))  # noqa: E731
         if self._table is not None:
             return Decoded(self.fmt, idx=mv(self._idx), table=self._table)
+        if self._bits32 is not None:
+            return Decoded(self.fmt, bits32=mv(self._bits32))
         d = Decoded(self.fmt, *(mv(getattr(self, n)) for n in self._NAMES))
         for extra in ("val", "ealign", "val32", "e16"):
             if self._f.get(extra) is not None:
@@ -309,7 +316,32 @@ def decode(codes, fmt) -> Decoded:
         if x.dtype.itemsize * 8 > f.field_bits or x.dtype.kind == "i":
             x = x & ((1 << f.field_bits) - 1)
         return Decoded(f, idx=x, table=_table(f.name))
+    if x.dtype == np.uint32 and _is_binary32(f):
+        return Decoded(f, bits32=x)
     return _decode_arith(x, f)
+
+
+def _binary32_field(d: Decoded, name: str):
+    """One field of binary32 elements, on demand.  ``val`` and ``ealign`` (all that the
+    window and the f32 accumulator's c need) come from float32 / bit arithmetic: the
+    float32 -> float64 conversion is exact (subnormals too) and its sign is the sign bit;
+    NaN / Inf become a zero of their sign (sig = 0, as in :func:`_decode_arith`); ealign is
+    the exponent field, pinned at 1 for subnormals, minus the bias (ZERO_EXP for zeros and
+    specials).  Any other field decodes every field arithmetically once."""
+    u = d._bits32
+    if name == "val":
+        with np.errstate(invalid="ignore"):    # a signalling NaN converts quietly (then becomes 0)
+            r = u.view(np.float32).astype(np.float64)
+        special = (u & np.uint32(0x7F800000)) == np.uint32(0x7F800000)
+        return np.where(special, np.copysign(0.0, r), r)
+    if name == "ealign":
+        ef = ((u >> np.uint32(23)) & np.uint32(0xFF)).astype(np.int32)
+        none = ((u & np.uint32(0x7FFFFFFF)) == 0) | (ef == 0xFF)
+        return np.where(none, ZERO_EXP, np.maximum(ef, 1) - 127)
+    full = _decode_arith(u, d.fmt)
+    for n in Decoded._NAMES:
+        d._f[n] = full._f[n]
+    return d._f[name]
 
 
 def _decode_arith(codes, f: Format) -> Decoded:
@@ -450,7 +482,11 @@ def encode(neg, mag, lsb, fmt, mode: str = "rn", *, frac_bits: int | None = None
     if mag.dtype == object:
         mag, lsb = compress_sticky(mag, lsb)
     else:
-        mag = mag.astype(np.int64)
+        mag = mag.astype(np.int64, copy=False)
+        if P == m and _is_binary32(f) and mode != "rna":
+            fast = _encode_binary32(neg, mag, lsb, f, mode, overflow, ftz, nan, inf, nan_code)
+            if fast is not None:
+                return fast
     shape = mag.shape
 
     nb = bitlen(mag)
@@ -520,6 +556,64 @@ def encode(neg, mag, lsb, fmt, mode: str = "rn", *, frac_bits: int | None = None
     if nan_code is not None and f.ignored_low_bits:
         out = np.where(isnan, np.uint64(int(nan_code)), out)
     return out.astype(f.np_container)
+
+
+def _is_binary32(f: Format) -> bool:
+    """The IEEE 754 binary32 layout (numpy's / CUDA's float32): its encodings are float32 bits."""
+    return (f.cls == "float" and f.signed and (f.exponent, f.mantissa, f.bias) == (8, 23, 127) and f.inf
+            and f.nan == "ieee" and f.subnormal and f.field_bits == 32 and not f.ignored_low_bits)
+
+
+def _encode_binary32(neg, mag, lsb, f: Format, mode, overflow, ftz, nan, inf, nan_code):
+    """:func:`encode` into an IEEE binary32 format through float arithmetic (rn, rz, rm, rp),
+    or None when the value is not an exact float64 (the caller then runs the integer path).
+
+    v = (-1)**neg * mag * 2**lsb is an exact float64 when mag < 2**53 and -1022 <= lsb <= 969
+    (2**lsb is then a normal float64 and the product neither rounds nor overflows; -0 for
+    a negative zero).  The float64 ->
+    float32 conversion is IEEE 754 round-to-nearest-even (numpy, CUDA), one rounding of the
+    exact value, with gradual underflow and overflow to Inf.  The rz / rm / rp result is one
+    of the two float32 numbers around v, as the RNE result r is: when r lies on the wrong
+    side of v (|r| > |v| for rz, r > v for rm, r < v for rp), one step toward the direction
+    gives it: the sign-magnitude code +-1 (across a binade, from Inf to the largest finite
+    number, from +-0 to the smallest subnormal of the direction's sign).
+    That is IEEE overflow; the "inf" policy also makes |v| >= 2**128 Inf (the only values
+    whose unbounded rounding exceeds the largest finite one without r being Inf already),
+    "satfinite" clamps Inf.  ftz, the nan / inf masks and the NaN code as in :func:`encode`.
+    """
+    if mag.size == 0 or int(np.max(mag)) >= (1 << 53) or int(np.min(lsb)) < -1022 or int(np.max(lsb)) > 969:
+        return None
+    # 2**lsb built from its bits (a normal float64 for these lsb): exact, and no libm call
+    v = mag.astype(np.float64) * ((lsb + 1023) << 52).view(np.float64)
+    v = np.where(neg, -v, v)
+    with np.errstate(over="ignore"):
+        r = v.astype(np.float32)
+    out = r.view(np.uint32)
+    if mode != "rn":
+        # nextafter on the bits: the magnitude code +-1 (Inf - 1 is the largest finite number)
+        r64 = r.astype(np.float64)
+        if mode == "rz":
+            out = np.where(np.abs(r64) > np.abs(v), out - np.uint32(1), out)
+        elif mode == "rm":      # down: a positive magnitude shrinks; +-0 and negatives grow negative
+            out = np.where(r64 > v, np.where(r64 > 0, out - np.uint32(1), (out | np.uint32(1 << 31)) + np.uint32(1)), out)
+        else:                   # rp: up
+            out = np.where(r64 < v, np.where(r64 < 0, out - np.uint32(1), (out & np.uint32(0x7FFFFFFF)) + np.uint32(1)),
+                           out)
+    sign = out & np.uint32(1 << 31)
+    if overflow == "inf":
+        out = np.where(np.abs(v) >= 2.0 ** 128, sign | np.uint32(0x7F800000), out)
+    elif overflow == "satfinite":
+        out = np.where((out & np.uint32(0x7FFFFFFF)) == np.uint32(0x7F800000), sign | np.uint32(0x7F7FFFFF), out)
+    if ftz:
+        out = np.where((out & np.uint32(0x7FFFFFFF)) < np.uint32(0x00800000), sign, out)
+    if inf is not None:
+        big = np.uint32(0x7F7FFFFF if overflow == "satfinite" else 0x7F800000)
+        out = np.where(np.broadcast_to(np.asarray(inf, bool), out.shape), np.where(neg, big | np.uint32(1 << 31), big),
+                       out)
+    if nan is not None:
+        ncode = f.nan_code if nan_code is None else int(nan_code)
+        out = np.where(np.broadcast_to(np.asarray(nan, bool), out.shape), np.uint32(ncode & 0xFFFFFFFF), out)
+    return out.astype(f.np_container, copy=False)
 
 
 def _overflow_code(f: Format, neg, mode, overflow, maxfin, shape):
