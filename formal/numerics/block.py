@@ -33,7 +33,7 @@ integer below 2**53 (:func:`_window_sum_float`); otherwise in int64.
 """
 from __future__ import annotations
 
-from .xp import np
+from .xp import fused, np
 
 from .formats import E16_ZERO, ZERO_EXP, Decoded, Format, bitlen, decode, encode, get_format
 from .params import BlockFMA
@@ -54,18 +54,41 @@ class Terms:
     """
 
     def __init__(self, neg=None, mag=None, e=None, fb: int = 0, nan=None, pinf=None, ninf=None, *, val=None,
-                 range32=None):
+                 range32=None, factors=None, shape=None):
         self._neg, self._mag, self._val = neg, mag, val
-        self.e, self.fb = e, fb
+        self._e, self.fb = e, fb
         self.nan, self.pinf, self.ninf = nan, pinf, ninf
         #: (lo, hi, bits) when ``val`` is float32 (and ``e`` int16): every nonzero term has
         #: lo <= e <= hi and a significand below 2**bits (see :func:`_window_sum_f32`)
         self.range32 = range32
+        #: float32 products kept as their two factors [(e16, val32), ...] (K-first, broadcast
+        #: to ``shape``): e and val are their sum / product, formed only if a step asks;
+        #: the exponent maximum and the window read the factors directly (one fused kernel
+        #: each on a GPU, see :func:`_max_exp2`, :func:`_trunc_sum2`)
+        self._factors, self._shape = factors, shape
+
+    @property
+    def e(self):
+        if self._e is None and self._factors is not None:
+            (ea, _), (eb, _) = self._factors
+            self._e = np.broadcast_to(ea + eb, self._shape)
+        return self._e
+
+    @e.setter
+    def e(self, v):
+        self._e = v
+
+    def emax(self):
+        """max over the terms (axis 0) of the alignment exponents."""
+        if self._e is None and self._factors is not None:
+            (ea, _), (eb, _) = self._factors
+            return np.broadcast_to(_max_exp2(ea, eb), self._shape[1:])
+        return np.max(self.e, axis=0)
 
     @property
     def neg(self):
         if self._neg is None:
-            self._neg = np.signbit(self._val)
+            self._neg = np.signbit(self.val)
         return self._neg
 
     @neg.setter
@@ -75,25 +98,28 @@ class Terms:
     @property
     def mag(self):
         if self._mag is None:
-            self._mag = np.ldexp(np.abs(self._val), self.fb - np.asarray(self.e, np.int64)).astype(np.int64)
+            self._mag = np.ldexp(np.abs(self.val), self.fb - np.asarray(self.e, np.int64)).astype(np.int64)
         return self._mag
 
     @property
     def val(self):
         """Exact values, float64 (float32 when ``range32``); only valid when :meth:`float_ok`."""
+        if self._val is None and self._factors is not None:
+            (_, va), (_, vb) = self._factors
+            self._val = np.broadcast_to(va * vb, self._shape)
         if self._val is None:
             v = np.ldexp(np.asarray(self._mag, np.float64), np.asarray(self.e, np.int64) - self.fb)
             self._val = np.where(self._neg, -v, v)
         return self._val
 
     def float_ok(self) -> bool:
-        if self._val is not None:
+        if self._val is not None or self._factors is not None:
             return True
         m = np.asarray(self._mag)
         return m.dtype != object and (m.size == 0 or int(m.max()) < (1 << 53))
 
     def nonzero(self):
-        return (self._val != 0) if self._val is not None else (np.asarray(self._mag) != 0)
+        return (self.val != 0) if (self._val is not None or self._factors is not None) else (np.asarray(self._mag) != 0)
 
     def take(self, idx) -> "Terms":
         if isinstance(idx, slice):
@@ -101,16 +127,20 @@ class Terms:
         else:
             idx = np.asarray(idx)
             sl = lambda x: None if x is None else np.take(x, idx, axis=0)  # noqa: E731
-        return Terms(sl(self._neg), sl(self._mag), sl(self.e), self.fb, sl(self.nan), sl(self.pinf),
-                     sl(self.ninf), val=sl(self._val), range32=self.range32)
+        fac = shape = None
+        if self._factors is not None:
+            fac = [(sl(e), sl(v)) for e, v in self._factors]
+            shape = np.broadcast_shapes(*[e.shape for e, _ in fac], self._shape[1:])
+        return Terms(sl(self._neg), sl(self._mag), sl(self._e), self.fb, sl(self.nan), sl(self.pinf),
+                     sl(self.ninf), val=sl(self._val), range32=self.range32, factors=fac, shape=shape)
 
     @property
     def K(self) -> int:
-        return self.e.shape[0]
+        return self._shape[0] if self._e is None and self._factors is not None else self.e.shape[0]
 
     @property
     def batch_shape(self):
-        return self.e.shape[1:]
+        return self._shape[1:] if self._e is None and self._factors is not None else self.e.shape[1:]
 
 
 # ---------------------------------------------------------------------------
@@ -209,10 +239,12 @@ def product_terms(factors: list[Decoded]) -> Terms:
     narrow = not objects and sum(d.fmt.mantissa + 1 for d in factors) <= 53
     r32 = _range32(factors) if narrow else None
     shape = np.broadcast_shapes(*[mv(d.e16 if r32 else d.ealign).shape for d in factors])
-    if r32:
+    if r32 and len(factors) == 2:
+        # zero / special factors carry E16_ZERO: the product's sum is far below any real one
+        terms = Terms(fb=fb, range32=r32, factors=[(mv(d.e16), mv(d.val32)) for d in factors], shape=shape)
+    elif r32:
         e = val = None
         for d in factors:
-            # zero / special factors carry E16_ZERO: the product's sum is far below any real one
             e = mv(d.e16) if e is None else e + mv(d.e16)
             val = mv(d.val32) if val is None else val * mv(d.val32)
         terms = Terms(e=np.broadcast_to(e, shape), fb=fb, val=np.broadcast_to(val, shape), range32=r32)
@@ -352,7 +384,7 @@ def block(groups: list[Terms], p: BlockFMA, out, *, mode: str | None = None) -> 
     F = p.F
     E = None                                                         # step 5
     for g in groups:
-        ge = np.max(g.e, axis=0) if g.K else np.full(shape, NEG_E)
+        ge = g.emax() if g.K else np.full(shape, NEG_E)
         E = ge if E is None else np.maximum(E, ge)
     E = np.broadcast_to(E, shape).astype(np.int64)
     if p.minexp is not None:
@@ -426,6 +458,10 @@ def _window_sum_f32(g: Terms, E, F: int, truncation: str):
         return None
     Ec = np.clip(E, lo, Ehi).astype(np.int32)
     scale = np.ldexp(np.ones(Ec.shape, np.float32), F - Ec)
+    if g._val is None and g._factors is not None:
+        (_, va), (_, vb) = g._factors
+        s = (_floor_sum2 if truncation == "floor" else _trunc_sum2)(va, vb, scale)
+        return np.broadcast_to(s, E.shape).astype(np.int64)
     m = np.empty(np.broadcast_shapes(g.val.shape, scale.shape), np.int32)
     if truncation == "floor":
         x = g.val * scale
@@ -434,6 +470,25 @@ def _window_sum_f32(g: Terms, E, F: int, truncation: str):
         np.multiply(g.val, scale, out=m, casting="unsafe")
     acc = np.int32 if g.K * ((1 << top) - 1) < (1 << 31) else np.int64
     return np.sum(m, axis=0, dtype=acc).astype(np.int64)
+
+
+# Fused steps of the float32 path (one kernel each on a GPU, see xp.fused).  Products of
+# two factors: their exponents add, their values multiply exactly (_range32); the cast to
+# int32 truncates toward zero (exact: |m| < 2**30, see _window_sum_f32); the sums are int64.
+
+@fused
+def _max_exp2(ea, eb):
+    return np.max(ea + eb, axis=0)
+
+
+@fused
+def _trunc_sum2(va, vb, scale):
+    return np.sum((va * vb * scale).astype(np.int32), axis=0)
+
+
+@fused
+def _floor_sum2(va, vb, scale):
+    return np.sum(np.floor(va * vb * scale).astype(np.int32), axis=0)
 
 
 def _window_sum_int(groups: list[Terms], E, F: int, truncation: str):
@@ -463,7 +518,7 @@ def block_after(prod: Terms, c: Terms, p: BlockFMA, out) -> np.ndarray:
     shape = np.broadcast_shapes(prod.batch_shape, c.batch_shape)
     sp = _specials([prod, c], shape)
     F = p.F
-    E = np.broadcast_to(np.max(prod.e, axis=0), shape).astype(np.int64)
+    E = np.broadcast_to(prod.emax(), shape).astype(np.int64)
     if p.minexp is not None:
         E = np.maximum(E, p.minexp)
     if prod.float_ok():
