@@ -209,3 +209,20 @@ def test_binary32_encode_through_float_is_the_integer_encode(mode, overflow, mon
                          **{k: (v[ok] if isinstance(v, np.ndarray) else v) for k, v in kw.items()})
         monkeypatch.undo()
         assert np.array_equal(fast, slow), (kw, np.flatnonzero(fast != slow)[:5])
+
+
+def test_binary32_decode_from_float_bits_is_the_arithmetic_decode():
+    from formal.numerics import formats as Fm
+    rng = np.random.default_rng(5)
+    fields = np.arange(256, dtype=np.uint64) << np.uint64(23)
+    u = np.concatenate([rng.integers(0, 1 << 32, 100000, dtype=np.uint64),
+                        fields, fields | np.uint64(1), fields | np.uint64(0x7FFFFF),      # every exponent
+                        fields | np.uint64(1 << 31), fields | np.uint64((1 << 31) | 0x400000)]).astype(np.uint32)
+    fast, ref = Fm.decode(u, "f32"), Fm._decode_arith(u, Fm.get_format("f32"))
+    assert fast._bits32 is not None
+    v, w = np.asarray(fast.val), np.asarray(ref.val)
+    assert np.array_equal(v, w) and np.array_equal(np.signbit(v), np.signbit(w))
+    assert np.array_equal(fast.ealign, ref.ealign)
+    assert fast.has_special() and not Fm.decode(u[:5] & np.uint32(0x3FFFFFFF), "f32").has_special()
+    for name in Fm.Decoded._NAMES:       # the other fields: the arithmetic decode itself
+        assert np.array_equal(getattr(Fm.decode(u, "f32"), name), getattr(ref, name)), name

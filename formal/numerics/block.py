@@ -426,9 +426,8 @@ def _window_sum_float(groups: list[Terms], E, F: int, truncation: str):
         if s is None:
             if scale is None:
                 scale = np.ldexp(1.0, F - np.maximum(E, -900))   # E < -900 only when every addend is 0
-            x = g.val * scale      # (a float32 val is promoted to float64, exactly)
-            np.trunc(x, out=x) if truncation == "magnitude" else np.floor(x, out=x)
-            s = np.sum(x, axis=0).astype(np.int64)
+            # (a float32 val is promoted to float64, exactly)
+            s = (_trunc_sum64 if truncation == "magnitude" else _floor_sum64)(g.val, scale).astype(np.int64)
         S = s if S is None else S + s
     if S is None:
         return np.zeros(E.shape, np.int64)
@@ -475,6 +474,16 @@ def _window_sum_f32(g: Terms, E, F: int, truncation: str):
 # Fused steps of the float32 path (one kernel each on a GPU, see xp.fused).  Products of
 # two factors: their exponents add, their values multiply exactly (_range32); the cast to
 # int32 truncates toward zero (exact: |m| < 2**30, see _window_sum_f32); the sums are int64.
+
+@fused
+def _trunc_sum64(v, scale):
+    return np.sum(np.trunc(v * scale), axis=0)
+
+
+@fused
+def _floor_sum64(v, scale):
+    return np.sum(np.floor(v * scale), axis=0)
+
 
 @fused
 def _max_exp2(ea, eb):

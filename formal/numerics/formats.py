@@ -34,7 +34,7 @@ from typing import Iterable
 
 import numpy
 
-from .xp import backend, like, np
+from .xp import backend, fused, like, np
 
 from ._spec import load_spec
 
@@ -321,6 +321,18 @@ def decode(codes, fmt) -> Decoded:
     return _decode_arith(x, f)
 
 
+@fused
+def _b32_val(r, u):
+    v = r.astype(np.float64)
+    return np.where(np.isfinite(v), v, np.where((u >> 31) == 1, -0.0, 0.0))   # NaN / Inf: a zero of their sign
+
+
+@fused
+def _b32_ealign(u):
+    ef = ((u >> 23) & 0xFF).astype(np.int32)
+    return np.where(((u & 0x7FFFFFFF) == 0) | (ef == 0xFF), ZERO_EXP, np.maximum(ef, 1) - 127)
+
+
 def _binary32_field(d: Decoded, name: str):
     """One field of binary32 elements, on demand.  ``val`` and ``ealign`` (all that the
     window and the f32 accumulator's c need) come from float32 / bit arithmetic: the
@@ -331,13 +343,9 @@ def _binary32_field(d: Decoded, name: str):
     u = d._bits32
     if name == "val":
         with np.errstate(invalid="ignore"):    # a signalling NaN converts quietly (then becomes 0)
-            r = u.view(np.float32).astype(np.float64)
-        special = (u & np.uint32(0x7F800000)) == np.uint32(0x7F800000)
-        return np.where(special, np.copysign(0.0, r), r)
+            return _b32_val(u.view(np.float32), u)
     if name == "ealign":
-        ef = ((u >> np.uint32(23)) & np.uint32(0xFF)).astype(np.int32)
-        none = ((u & np.uint32(0x7FFFFFFF)) == 0) | (ef == 0xFF)
-        return np.where(none, ZERO_EXP, np.maximum(ef, 1) - 127)
+        return _b32_ealign(u)
     full = _decode_arith(u, d.fmt)
     for n in Decoded._NAMES:
         d._f[n] = full._f[n]
