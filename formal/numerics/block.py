@@ -455,8 +455,7 @@ def _window_sum_f32(g: Terms, E, F: int, truncation: str):
     Ehi = hi - g.fb + bits + F
     if F - Ehi < -126 or F - lo > 127 or lo - hi - bits < -126 or top > 30:
         return None
-    Ec = np.clip(E, lo, Ehi).astype(np.int32)
-    scale = np.ldexp(np.ones(Ec.shape, np.float32), F - Ec)
+    scale = _scale32(E, lo, Ehi, F)
     if g._val is None and g._factors is not None:
         (_, va), (_, vb) = g._factors
         s = (_floor_sum2 if truncation == "floor" else _trunc_sum2)(va, vb, scale)
@@ -474,6 +473,12 @@ def _window_sum_f32(g: Terms, E, F: int, truncation: str):
 # Fused steps of the float32 path (one kernel each on a GPU, see xp.fused).  Products of
 # two factors: their exponents add, their values multiply exactly (_range32); the cast to
 # int32 truncates toward zero (exact: |m| < 2**30, see _window_sum_f32); the sums are int64.
+
+@fused
+def _scale32(E, lo, hi, F):
+    """2**(F - clip(E, lo, hi)) as float32 (exact: a normal float32 by _window_sum_f32's checks)."""
+    return np.ldexp(np.float32(1.0), (F - np.clip(E, lo, hi)).astype(np.int32))
+
 
 @fused
 def _trunc_sum64(v, scale):

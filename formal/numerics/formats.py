@@ -322,6 +322,12 @@ def decode(codes, fmt) -> Decoded:
 
 
 @fused
+def _b32_outside(mag, lsb):
+    """How many values are not exact float64 numbers of the form _encode_binary32 takes."""
+    return np.sum((mag >= (1 << 53)) | (lsb < -1022) | (lsb > 969))
+
+
+@fused
 def _b32_val(r, u):
     v = r.astype(np.float64)
     return np.where(np.isfinite(v), v, np.where((u >> 31) == 1, -0.0, 0.0))   # NaN / Inf: a zero of their sign
@@ -589,7 +595,7 @@ def _encode_binary32(neg, mag, lsb, f: Format, mode, overflow, ftz, nan, inf, na
     whose unbounded rounding exceeds the largest finite one without r being Inf already),
     "satfinite" clamps Inf.  ftz, the nan / inf masks and the NaN code as in :func:`encode`.
     """
-    if mag.size == 0 or int(np.max(mag)) >= (1 << 53) or int(np.min(lsb)) < -1022 or int(np.max(lsb)) > 969:
+    if mag.size == 0 or int(_b32_outside(mag, lsb)):
         return None
     # 2**lsb built from its bits (a normal float64 for these lsb): exact, and no libm call
     v = mag.astype(np.float64) * ((lsb + 1023) << 52).view(np.float64)
