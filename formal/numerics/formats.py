@@ -323,8 +323,9 @@ def decode(codes, fmt) -> Decoded:
 
 @fused
 def _b32_outside(mag, lsb):
-    """How many values are not exact float64 numbers of the form _encode_binary32 takes."""
-    return np.sum((mag >= (1 << 53)) | (lsb < -1022) | (lsb > 969))
+    """Where a value is not an exact float64 number of the form _encode_binary32 takes
+    (element-wise only: CuPy's fused whole-array reductions are slow, np.any is not)."""
+    return (mag >= (1 << 53)) | (lsb < -1022) | (lsb > 969)
 
 
 @fused
@@ -595,7 +596,7 @@ def _encode_binary32(neg, mag, lsb, f: Format, mode, overflow, ftz, nan, inf, na
     whose unbounded rounding exceeds the largest finite one without r being Inf already),
     "satfinite" clamps Inf.  ftz, the nan / inf masks and the NaN code as in :func:`encode`.
     """
-    if mag.size == 0 or int(_b32_outside(mag, lsb)):
+    if mag.size == 0 or bool(np.any(_b32_outside(mag, lsb))):
         return None
     # 2**lsb built from its bits (a normal float64 for these lsb): exact, and no libm call
     v = mag.astype(np.float64) * ((lsb + 1023) << 52).view(np.float64)

@@ -99,7 +99,7 @@ def like(table, x):
 
 
 def fused(fn):
-    """``fn`` (element-wise operations ending in at most one reduction, written with ``np``)
+    """``fn`` (element-wise operations ending in at most one reduction along an axis, written with ``np``)
     called as written on numpy, and compiled by ``cupy.fuse`` into one kernel when the
     current module is CuPy: the same Python function, so the same semantics, without the
     full-size temporaries between its steps on the device."""
