@@ -83,7 +83,7 @@ class Terms:
         if self._e is None and self._factors is not None:
             (ea, _), (eb, _) = self._factors
             return np.broadcast_to(_max_exp2(ea, eb), self._shape[1:])
-        return np.max(self.e, axis=0)
+        return self.e[0] if self.K == 1 else np.max(self.e, axis=0)
 
     @property
     def neg(self):
@@ -386,7 +386,7 @@ def block(groups: list[Terms], p: BlockFMA, out, *, mode: str | None = None) -> 
     for g in groups:
         ge = g.emax() if g.K else np.full(shape, NEG_E)
         E = ge if E is None else np.maximum(E, ge)
-    E = np.broadcast_to(E, shape).astype(np.int64)
+    E = np.broadcast_to(E, shape).astype(np.int64, copy=False)
     if p.minexp is not None:
         E = np.maximum(E, p.minexp)
     if all(g.float_ok() for g in groups):                            # steps 6-7
@@ -431,7 +431,7 @@ def _window_sum_float(groups: list[Terms], E, F: int, truncation: str):
         S = s if S is None else S + s
     if S is None:
         return np.zeros(E.shape, np.int64)
-    return np.broadcast_to(S, E.shape).astype(np.int64)
+    return np.broadcast_to(S, E.shape).astype(np.int64, copy=False)
 
 
 def _window_sum_f32(g: Terms, E, F: int, truncation: str):
@@ -459,7 +459,7 @@ def _window_sum_f32(g: Terms, E, F: int, truncation: str):
     if g._val is None and g._factors is not None:
         (_, va), (_, vb) = g._factors
         s = (_floor_sum2 if truncation == "floor" else _trunc_sum2)(va, vb, scale)
-        return np.broadcast_to(s, E.shape).astype(np.int64)
+        return np.broadcast_to(s, E.shape).astype(np.int64, copy=False)
     m = np.empty(np.broadcast_shapes(g.val.shape, scale.shape), np.int32)
     if truncation == "floor":
         x = g.val * scale
@@ -532,7 +532,7 @@ def block_after(prod: Terms, c: Terms, p: BlockFMA, out) -> np.ndarray:
     shape = np.broadcast_shapes(prod.batch_shape, c.batch_shape)
     sp = _specials([prod, c], shape)
     F = p.F
-    E = np.broadcast_to(prod.emax(), shape).astype(np.int64)
+    E = np.broadcast_to(prod.emax(), shape).astype(np.int64, copy=False)
     if p.minexp is not None:
         E = np.maximum(E, p.minexp)
     if prod.float_ok():
