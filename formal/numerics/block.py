@@ -29,7 +29,10 @@ All arrays carry the K (term) axis FIRST, ``[K, *batch]``: reductions over axis 
 plain element-wise passes, which is what makes numpy fast here.  Steps 6-7 run on exact
 float64 values whenever every significand fits in 53 bits (all formats but f64):
 ``trunc(v * 2**(F-E))`` is exactly the per-term truncation, and the sum stays an exact
-integer below 2**53 (:func:`_window_sum_float`); otherwise in int64.
+integer below 2**53 (:func:`_window_sum_float`); otherwise in int64.  Products that are
+exact float32 numbers (every f16 product; bf16 ones on moderate data: :func:`_range32`)
+run in float32 / int16 / int32 instead, half the memory traffic
+(:func:`_window_sum_f32`).
 """
 from __future__ import annotations
 
