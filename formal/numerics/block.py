@@ -449,9 +449,10 @@ def _window_sum_f32(g: Terms, E, F: int, truncation: str):
     the scale lies in [2**(fb - bits - hi), 2**(F - lo)] and every scaled nonzero term in
     [2**(lo - hi - bits), 2**(F + bits - fb)): all normal float32 numbers when the checks
     below pass, so the multiply is exact (a power of two), and so are trunc / floor and
-    the cast to int32 (|m| < 2**(F + bits - fb) <= 2**30).  The K terms sum in int32
-    when K * (2**(F + bits - fb) - 1) < 2**31 (every partial sum is bounded the same way),
-    else in int64: exact either way.
+    the cast to int32 (|m| < 2**(F + bits - fb) <= 2**30).  The K terms sum in int64
+    (products kept as factors: :func:`_trunc_sum2`), or in int32 when
+    K * (2**(F + bits - fb) - 1) < 2**31 (every partial sum is bounded the same way):
+    exact either way.
     """
     lo, hi, bits = g.range32
     top = F + bits - g.fb                    # |m| < 2**top
