@@ -610,10 +610,11 @@ def _encode_binary32(neg, mag, lsb, f: Format, mode, overflow, ftz, nan, inf, na
         if mode == "rz":
             out = np.where(np.abs(r64) > np.abs(v), out - np.uint32(1), out)
         elif mode == "rm":      # down: a positive magnitude shrinks; +-0 and negatives grow negative
-            out = np.where(r64 > v, np.where(r64 > 0, out - np.uint32(1), (out | np.uint32(1 << 31)) + np.uint32(1)), out)
+            down = np.where(r64 > 0, out - np.uint32(1), (out | np.uint32(1 << 31)) + np.uint32(1))
+            out = np.where(r64 > v, down, out)
         else:                   # rp: up
-            out = np.where(r64 < v, np.where(r64 < 0, out - np.uint32(1), (out & np.uint32(0x7FFFFFFF)) + np.uint32(1)),
-                           out)
+            up = np.where(r64 < 0, out - np.uint32(1), (out & np.uint32(0x7FFFFFFF)) + np.uint32(1))
+            out = np.where(r64 < v, up, out)
     sign = out & np.uint32(1 << 31)
     if overflow == "inf":
         out = np.where(np.abs(v) >= 2.0 ** 128, sign | np.uint32(0x7F800000), out)
