@@ -29,13 +29,16 @@ All arrays carry the K (term) axis FIRST, ``[K, *batch]``: reductions over axis 
 plain element-wise passes, which is what makes numpy fast here.  Steps 6-7 run on exact
 float64 values whenever every significand fits in 53 bits (all formats but f64):
 ``trunc(v * 2**(F-E))`` is exactly the per-term truncation, and the sum stays an exact
-integer below 2**53 (:func:`_window_sum_float`); otherwise in int64.
+integer below 2**53 (:func:`_window_sum_float`); otherwise in int64.  Products that are
+exact float32 numbers (every f16 product; bf16 ones on moderate data: :func:`_range32`)
+run in float32 / int16 / int32 instead, half the memory traffic
+(:func:`_window_sum_f32`).
 """
 from __future__ import annotations
 
-from .xp import np
+from .xp import fused, np
 
-from .formats import ZERO_EXP, Decoded, Format, bitlen, decode, encode, get_format
+from .formats import E16_ZERO, ZERO_EXP, Decoded, Format, bitlen, decode, encode, get_format
 from .params import BlockFMA
 
 #: alignment exponent given to zero terms: far below any real exponent, so a zero
@@ -53,15 +56,42 @@ class Terms:
     whole batch has no special value (fast path).
     """
 
-    def __init__(self, neg=None, mag=None, e=None, fb: int = 0, nan=None, pinf=None, ninf=None, *, val=None):
+    def __init__(self, neg=None, mag=None, e=None, fb: int = 0, nan=None, pinf=None, ninf=None, *, val=None,
+                 range32=None, factors=None, shape=None):
         self._neg, self._mag, self._val = neg, mag, val
-        self.e, self.fb = e, fb
+        self._e, self.fb = e, fb
         self.nan, self.pinf, self.ninf = nan, pinf, ninf
+        #: (lo, hi, bits) when ``val`` is float32 (and ``e`` int16): every nonzero term has
+        #: lo <= e <= hi and a significand below 2**bits (see :func:`_window_sum_f32`)
+        self.range32 = range32
+        #: float32 products kept as their two factors [(e16, val32), ...] (K-first, broadcast
+        #: to ``shape``): e and val are their sum / product, formed only if a step asks;
+        #: the exponent maximum and the window read the factors directly (one fused kernel
+        #: each on a GPU, see :func:`_max_exp2`, :func:`_trunc_sum2`)
+        self._factors, self._shape = factors, shape
+
+    @property
+    def e(self):
+        if self._e is None and self._factors is not None:
+            (ea, _), (eb, _) = self._factors
+            self._e = np.broadcast_to(ea + eb, self._shape)
+        return self._e
+
+    @e.setter
+    def e(self, v):
+        self._e = v
+
+    def emax(self):
+        """max over the terms (axis 0) of the alignment exponents."""
+        if self._e is None and self._factors is not None:
+            (ea, _), (eb, _) = self._factors
+            return np.broadcast_to(_max_exp2(ea, eb), self._shape[1:])
+        return self.e[0] if self.K == 1 else np.max(self.e, axis=0)
 
     @property
     def neg(self):
         if self._neg is None:
-            self._neg = np.signbit(self._val)
+            self._neg = np.signbit(self.val)
         return self._neg
 
     @neg.setter
@@ -71,25 +101,28 @@ class Terms:
     @property
     def mag(self):
         if self._mag is None:
-            self._mag = np.ldexp(np.abs(self._val), self.fb - np.asarray(self.e, np.int64)).astype(np.int64)
+            self._mag = np.ldexp(np.abs(self.val), self.fb - np.asarray(self.e, np.int64)).astype(np.int64)
         return self._mag
 
     @property
     def val(self):
-        """Exact float64 values (only valid when :meth:`float_ok`)."""
+        """Exact values, float64 (float32 when ``range32``); only valid when :meth:`float_ok`."""
+        if self._val is None and self._factors is not None:
+            (_, va), (_, vb) = self._factors
+            self._val = np.broadcast_to(va * vb, self._shape)
         if self._val is None:
             v = np.ldexp(np.asarray(self._mag, np.float64), np.asarray(self.e, np.int64) - self.fb)
             self._val = np.where(self._neg, -v, v)
         return self._val
 
     def float_ok(self) -> bool:
-        if self._val is not None:
+        if self._val is not None or self._factors is not None:
             return True
         m = np.asarray(self._mag)
         return m.dtype != object and (m.size == 0 or int(m.max()) < (1 << 53))
 
     def nonzero(self):
-        return (self._val != 0) if self._val is not None else (np.asarray(self._mag) != 0)
+        return (self.val != 0) if (self._val is not None or self._factors is not None) else (np.asarray(self._mag) != 0)
 
     def take(self, idx) -> "Terms":
         if isinstance(idx, slice):
@@ -97,16 +130,20 @@ class Terms:
         else:
             idx = np.asarray(idx)
             sl = lambda x: None if x is None else np.take(x, idx, axis=0)  # noqa: E731
-        return Terms(sl(self._neg), sl(self._mag), sl(self.e), self.fb, sl(self.nan), sl(self.pinf),
-                     sl(self.ninf), val=sl(self._val))
+        fac = shape = None
+        if self._factors is not None:
+            fac = [(sl(e), sl(v)) for e, v in self._factors]
+            shape = np.broadcast_shapes(*[e.shape for e, _ in fac], self._shape[1:])
+        return Terms(sl(self._neg), sl(self._mag), sl(self._e), self.fb, sl(self.nan), sl(self.pinf),
+                     sl(self.ninf), val=sl(self._val), range32=self.range32, factors=fac, shape=shape)
 
     @property
     def K(self) -> int:
-        return self.e.shape[0]
+        return self._shape[0] if self._e is None and self._factors is not None else self.e.shape[0]
 
     @property
     def batch_shape(self):
-        return self.e.shape[1:]
+        return self._shape[1:] if self._e is None and self._factors is not None else self.e.shape[1:]
 
 
 # ---------------------------------------------------------------------------
@@ -140,15 +177,61 @@ def _special_flags(ds: list[Decoded]):
     return nan, inf
 
 
+def _range32(factors: list[Decoded]):
+    """(lo, hi, bits) when the products of these factors are exact float32 numbers, else None.
+
+    A nonzero factor is sig * 2**(e - m) with 1 <= sig < 2**(m+1) and e in its ``erange``
+    [r_lo, r_hi]; it is a *normal* float32 number when m + 1 <= 24, r_lo - m >= -126 and
+    r_hi + 1 <= 127.  A nonzero product is sig * 2**(e - fb) with sig < 2**bits
+    (bits = the sum of the widths m + 1), e in [lo, hi] (the sums of the ranges), so
+    |p| in [2**(lo - fb), 2**(hi - fb + bits)): one float32 multiply is exact when
+    bits <= 24, lo - fb >= -126 and hi - fb + bits <= 127.  No float32 subnormal ever
+    occurs (so a flush-to-zero device computes the same).  A factor with no nonzero
+    element makes every product zero; it adds [0, 0].  f16 always qualifies (the format's
+    range); bf16 / tf32 when the data's exponents are moderate (a pass over the factors,
+    which are a small fraction of the products).
+    """
+    if any(d.fmt.cls != "float" for d in factors) or sum(d.fmt.mantissa + 1 for d in factors) > 24:
+        return None
+    for data in (False, True):     # the formats' ranges (f16), else the data's (bf16, tf32)
+        lo = hi = bits = fb = 0
+        for d in factors:
+            m = d.fmt.mantissa
+            r = d.erange(data)
+            r = (0, 0) if r is None else r
+            if r[0] - m < -126 or r[1] + 1 > 127:
+                break
+            lo, hi, bits, fb = lo + r[0], hi + r[1], bits + m + 1, fb + m
+        else:
+            if lo - fb >= -126 and hi - fb + bits <= 127:
+                return lo, hi, bits
+    return None
+
+
+def _wide_products(factors: list[Decoded], e, fb: int, shape) -> Terms:
+    """Products of more than 53 significant bits, as int64 or Python-int magnitudes."""
+    mv = lambda x: np.asarray(x)  # noqa: E731
+    objects = any(np.asarray(d.sig).dtype == object for d in factors)
+    sig_bits = sum(int(np.max(d.sig)).bit_length() if np.size(d.sig) else 0 for d in factors)
+    it = object if (objects or sig_bits > 62) else np.int64
+    mag = neg = None
+    for d in factors:
+        sg = mv(np.asarray(d.sig).astype(it))
+        mag = sg if mag is None else mag * sg
+        neg = mv(d.neg) if neg is None else neg ^ mv(d.neg)
+    return Terms(np.broadcast_to(neg, shape), np.broadcast_to(mag, shape), e, fb)
+
+
 def product_terms(factors: list[Decoded]) -> Terms:
     """Exact products of several decoded factors ([..., K] each, broadcastable).
 
     Returns K-first Terms whose alignment exponent is the sum of the factors' field
     exponents (numerics.md §2 step 3): a product keeps the exponent ``e_a + e_b`` even
     when its significand product is >= 2 (see :func:`fix_normalised_exponent` for the
-    normalised alternative).  Products whose significands fit in 53 bits are formed as
-    exact float64 values (one multiply per product, the fast path); wider ones (f64) as
-    Python integers.
+    normalised alternative).  Products whose significands fit in 24 bits and whose range
+    fits float32 (:func:`_range32`: every f16 product) are formed as exact float32 values
+    with int16 exponents (half the memory traffic); other ones of at most 53 bits as exact
+    float64 values (one multiply per product); wider ones (f64) as Python integers.
     """
     # K-first *contiguous* factor arrays: the broadcast products then come out in C order,
     # so the reductions over K run over whole rows (fast) rather than strided K-vectors
@@ -157,28 +240,27 @@ def product_terms(factors: list[Decoded]) -> Terms:
     fb = sum(d.fmt.mantissa for d in factors)
     objects = any(np.asarray(d.sig).dtype == object for d in factors)
     narrow = not objects and sum(d.fmt.mantissa + 1 for d in factors) <= 53
-    e = None
-    for d in factors:
-        # zero and special factors carry ZERO_EXP, so the product's sum is far below any real one
-        ex = mv(d.ealign.astype(np.int32, copy=False))
-        e = ex if e is None else e + ex
-    shape = np.broadcast_shapes(*[mv(d.ealign).shape for d in factors])
-    e = np.broadcast_to(e, shape)
-    if narrow:
-        val = None
+    r32 = _range32(factors) if narrow else None
+    shape = np.broadcast_shapes(*[mv(d.e16 if r32 else d.ealign).shape for d in factors])
+    if r32 and len(factors) == 2:
+        # zero / special factors carry E16_ZERO: the product's sum is far below any real one
+        terms = Terms(fb=fb, range32=r32, factors=[(mv(d.e16), mv(d.val32)) for d in factors], shape=shape)
+    elif r32:
+        e = val = None
         for d in factors:
-            v = mv(d.val)
-            val = v if val is None else val * v
-        terms = Terms(e=e, fb=fb, val=np.broadcast_to(val, shape))
+            e = mv(d.e16) if e is None else e + mv(d.e16)
+            val = mv(d.val32) if val is None else val * mv(d.val32)
+        terms = Terms(e=np.broadcast_to(e, shape), fb=fb, val=np.broadcast_to(val, shape), range32=r32)
     else:
-        sig_bits = sum(int(np.max(d.sig)).bit_length() if np.size(d.sig) else 0 for d in factors)
-        it = object if (objects or sig_bits > 62) else np.int64
-        mag = neg = None
+        e = val = None
         for d in factors:
-            sg = mv(np.asarray(d.sig).astype(it))
-            mag = sg if mag is None else mag * sg
-            neg = mv(d.neg) if neg is None else neg ^ mv(d.neg)
-        terms = Terms(np.broadcast_to(neg, shape), np.broadcast_to(mag, shape), e, fb)
+            # zero and special factors carry ZERO_EXP, so the product's sum is far below any real one
+            ex = mv(d.ealign.astype(np.int32, copy=False))
+            e = ex if e is None else e + ex
+            if narrow:
+                val = mv(d.val) if val is None else val * mv(d.val)
+        e = np.broadcast_to(e, shape)
+        terms = Terms(e=e, fb=fb, val=np.broadcast_to(val, shape)) if narrow else _wide_products(factors, e, fb, shape)
     if any(d.has_special() for d in factors):
         nan, inf = _special_flags([Decoded(d.fmt, mv(d.neg), mv(d.sig), mv(d.exp), mv(d.nan), mv(d.inf),
                                            mv(d.zero)) for d in factors])
@@ -209,9 +291,13 @@ def fix_normalised_exponent(t: Terms) -> Terms:
 def value_terms(d: Decoded) -> Terms:
     """One addend per element (e.g. c), as K=1 Terms: [1, *shape]."""
     ex = lambda x: np.asarray(x)[None]  # noqa: E731
-    t = Terms(ex(d.neg), ex(d.sig), ex(d.ealign), d.fmt.mantissa)
     if d.fmt.mantissa < 53:
-        t._val = ex(d.val)
+        # exact float64 values; neg (the sign bit of val, zeros and specials included: their
+        # val is a zero of their sign) and mag (|val| scaled back: 0 for zeros and specials,
+        # whose e is ZERO_EXP) are derived from it only if some step asks
+        t = Terms(e=ex(d.ealign), fb=d.fmt.mantissa, val=ex(d.val))
+    else:
+        t = Terms(ex(d.neg), ex(d.sig), ex(d.ealign), d.fmt.mantissa)
     if d.has_special():
         t.nan, t.pinf, t.ninf = ex(d.nan), ex(d.inf & ~d.neg), ex(d.inf & d.neg)
     return t
@@ -301,9 +387,9 @@ def block(groups: list[Terms], p: BlockFMA, out, *, mode: str | None = None) -> 
     F = p.F
     E = None                                                         # step 5
     for g in groups:
-        ge = np.max(g.e, axis=0) if g.K else np.full(shape, NEG_E)
+        ge = g.emax() if g.K else np.full(shape, NEG_E)
         E = ge if E is None else np.maximum(E, ge)
-    E = np.broadcast_to(E, shape).astype(np.int64)
+    E = np.broadcast_to(E, shape).astype(np.int64, copy=False)
     if p.minexp is not None:
         E = np.maximum(E, p.minexp)
     if all(g.float_ok() for g in groups):                            # steps 6-7
@@ -330,22 +416,97 @@ def _window_sum_float(groups: list[Terms], E, F: int, truncation: str):
     of two is exact (a result small enough to lose bits is below 1 and truncates to 0 or,
     for floor, -1 either way), each m is an integer below 2**(F+3) and their sum stays
     below 2**53.  ``trunc`` is truncation toward zero = per-term magnitude truncation.
+    float32 groups (``range32``) take :func:`_window_sum_f32` where it applies.
     """
-    scale = np.ldexp(1.0, F - np.maximum(E, -900))   # E < -900 only when every addend is 0
-    rnd = np.trunc if truncation == "magnitude" else np.floor if truncation == "floor" else None
-    if rnd is None:
+    if truncation not in ("magnitude", "floor"):
         raise ValueError(f"truncation {truncation!r}")
+    scale = None
     S = None
     for g in groups:
         if not g.K:
             continue
-        x = g.val * scale
-        rnd(x, out=x)
-        s = np.sum(x, axis=0)
+        s = _window_sum_f32(g, E, F, truncation) if g.range32 else None
+        if s is None:
+            if scale is None:
+                scale = np.ldexp(1.0, F - np.maximum(E, -900))   # E < -900 only when every addend is 0
+            # (a float32 val is promoted to float64, exactly)
+            s = (_trunc_sum64 if truncation == "magnitude" else _floor_sum64)(g.val, scale).astype(np.int64)
         S = s if S is None else S + s
     if S is None:
         return np.zeros(E.shape, np.int64)
-    return np.broadcast_to(S, E.shape).astype(np.int64)
+    return np.broadcast_to(S, E.shape).astype(np.int64, copy=False)
+
+
+def _window_sum_f32(g: Terms, E, F: int, truncation: str):
+    """Steps 6-7 of one float32 group (``g.range32 = (lo, hi, bits)``), or None where the
+    bounds below do not hold (the caller then runs the float64 path).
+
+    A nonzero term is v = sig * 2**(e - fb), 1 <= sig < 2**bits, lo <= e <= hi, e <= E.
+    The scale 2**(F - E) is applied with E clamped to [lo, Ehi], Ehi = hi - fb + bits + F:
+    below lo no term is nonzero (every nonzero one has e <= E), so any scale gives the
+    same zeros; above Ehi every |v| * 2**(F - E) is below 1, with or without the clamp,
+    so trunc gives 0 and floor gives -1 for a negative term either way.  With the clamp
+    the scale lies in [2**(fb - bits - hi), 2**(F - lo)] and every scaled nonzero term in
+    [2**(lo - hi - bits), 2**(F + bits - fb)): all normal float32 numbers when the checks
+    below pass, so the multiply is exact (a power of two), and so are trunc / floor and
+    the cast to int32 (|m| < 2**(F + bits - fb) <= 2**30).  The K terms sum in int64
+    (products kept as factors: :func:`_trunc_sum2`), or in int32 when
+    K * (2**(F + bits - fb) - 1) < 2**31 (every partial sum is bounded the same way):
+    exact either way.
+    """
+    lo, hi, bits = g.range32
+    top = F + bits - g.fb                    # |m| < 2**top
+    Ehi = hi - g.fb + bits + F
+    if F - Ehi < -126 or F - lo > 127 or lo - hi - bits < -126 or top > 30:
+        return None
+    scale = _scale32(E, lo, Ehi, F)
+    if g._val is None and g._factors is not None:
+        (_, va), (_, vb) = g._factors
+        s = (_floor_sum2 if truncation == "floor" else _trunc_sum2)(va, vb, scale)
+        return np.broadcast_to(s, E.shape).astype(np.int64, copy=False)
+    m = np.empty(np.broadcast_shapes(g.val.shape, scale.shape), np.int32)
+    if truncation == "floor":
+        x = g.val * scale
+        np.floor(x, out=m, casting="unsafe")
+    else:   # the cast into the int32 output truncates toward zero: one pass, no float temporary
+        np.multiply(g.val, scale, out=m, casting="unsafe")
+    acc = np.int32 if g.K * ((1 << top) - 1) < (1 << 31) else np.int64
+    return np.sum(m, axis=0, dtype=acc).astype(np.int64)
+
+
+# Fused steps of the float32 path (one kernel each on a GPU, see xp.fused).  Products of
+# two factors: their exponents add, their values multiply exactly (_range32); the cast to
+# int32 truncates toward zero (exact: |m| < 2**30, see _window_sum_f32); the sums are int64.
+
+@fused
+def _scale32(E, lo, hi, F):
+    """2**(F - clip(E, lo, hi)) as float32 (exact: a normal float32 by _window_sum_f32's checks)."""
+    return np.ldexp(np.float32(1.0), (F - np.clip(E, lo, hi)).astype(np.int32))
+
+
+@fused
+def _trunc_sum64(v, scale):
+    return np.sum(np.trunc(v * scale), axis=0)
+
+
+@fused
+def _floor_sum64(v, scale):
+    return np.sum(np.floor(v * scale), axis=0)
+
+
+@fused
+def _max_exp2(ea, eb):
+    return np.max(ea + eb, axis=0)
+
+
+@fused
+def _trunc_sum2(va, vb, scale):
+    return np.sum((va * vb * scale).astype(np.int32), axis=0)
+
+
+@fused
+def _floor_sum2(va, vb, scale):
+    return np.sum(np.floor(va * vb * scale).astype(np.int32), axis=0)
 
 
 def _window_sum_int(groups: list[Terms], E, F: int, truncation: str):
@@ -375,7 +536,7 @@ def block_after(prod: Terms, c: Terms, p: BlockFMA, out) -> np.ndarray:
     shape = np.broadcast_shapes(prod.batch_shape, c.batch_shape)
     sp = _specials([prod, c], shape)
     F = p.F
-    E = np.broadcast_to(np.max(prod.e, axis=0), shape).astype(np.int64)
+    E = np.broadcast_to(prod.emax(), shape).astype(np.int64, copy=False)
     if p.minexp is not None:
         E = np.maximum(E, p.minexp)
     if prod.float_ok():

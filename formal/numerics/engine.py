@@ -7,6 +7,7 @@ Python loops are over blocks / groups / FMA steps (at most K of them).
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy
@@ -22,6 +23,8 @@ from .params import BlockFMA, Emulated, ExactRound, FmaChain, FmaPipe, IntegerDo
 CHUNK_TERMS = 1 << 20
 #: products per chunk on a GPU (kernel launches amortised; ~10 temporaries of 8 bytes each)
 DEVICE_CHUNK_TERMS = 1 << 28
+#: shortest inner-axis slice worth a chunk (shorter ones: chunks of outer axes instead)
+MIN_INNER = 64
 #: the f64 chain holds ~20 live [chunk] temporaries per FMA step: smaller chunks stay in L2
 _CHUNK: dict = {}
 
@@ -96,17 +99,37 @@ def dot_terms(a, b, c, *, atype, btype, ctype, dtype, arch="sm_90", satfinite=Fa
     inner = max(shared, key=lambda i: (batch[i], i))
     perm = [i for i in range(nb) if i != inner] + [inner]
     ops = [None if x is None else x.transpose(perm + list(range(nb, x.ndim))) for x in ops]
-    n_in = batch[inner]
-    total = math.prod(batch) * max(K, 1)
+    pb = [batch[i] for i in perm]
     chunk = _CHUNK.get(type(p), CHUNK_TERMS) if on_host() else DEVICE_CHUNK_TERMS
-    step = n_in if total <= chunk else max(1, chunk * n_in // total)
-    outs = []
-    for i in range(0, n_in, step):
-        sl = slice(i, min(n_in, i + step))
-        part = [None if x is None else _slice_axis(x, nb - 1, sl) for x in ops]
-        outs.append(np.asarray(run(*part, p, ctx)))
-    out = outs[0] if len(outs) == 1 else np.concatenate(outs, axis=nb - 1)
-    out = np.broadcast_to(out, tuple(batch[i] for i in perm))
+    # chunks of about `chunk` products: slices of the inner axis with every other axis
+    # whole (each a/b element decoded once), unless those slices would be short; then whole
+    # slices of the outermost axis that allows it (a GEMM step: a few tile rows, each with
+    # its long inner axis).  Every output depends on its own batch position only.
+    K1 = max(K, 1)
+    total = math.prod(pb) * K1
+    step = pb[-1] if total <= chunk else max(1, chunk * pb[-1] // total)
+    rest = [math.prod(pb[i + 1:]) * K1 for i in range(nb)]
+    ax = nb - 1
+    if step < min(pb[-1], MIN_INNER):
+        ax = next((i for i in range(nb - 1) if rest[i] <= chunk), nb - 1)
+        if ax < nb - 1:
+            step = chunk // rest[ax]
+    if ax == nb - 1 and step >= pb[-1]:
+        out = np.asarray(run(*ops, p, ctx))
+    else:
+        out = None
+        for pre in itertools.product(*(range(n) for n in pb[:ax])) if ax < nb - 1 else [()]:
+            for i in range(0, pb[ax], step):
+                sl = slice(i, min(pb[ax], i + step))
+                if ax < nb - 1:
+                    idx = tuple(slice(j, j + 1) for j in pre) + (sl,) + (slice(None),) * (nb - 1 - ax)
+                else:
+                    idx = (slice(None),) * (nb - 1) + (sl,)
+                r = np.asarray(run(*[None if x is None else _slice_lead(x, idx) for x in ops], p, ctx))
+                if out is None:
+                    out = np.empty(pb, r.dtype)
+                out[idx] = np.broadcast_to(r, out[idx].shape)
+    out = np.broadcast_to(out, pb)
     return np.ascontiguousarray(out.transpose(tuple(int(i) for i in numpy.argsort(perm))))
 
 
@@ -117,13 +140,9 @@ def _compact(x):
     return x[tuple(slice(0, 1) if (st == 0 and n > 1) else slice(None) for st, n in zip(x.strides, x.shape))]
 
 
-def _slice_axis(x, ax, sl):
-    """Slice batch axis ``ax`` of an operand unless it broadcasts along it."""
-    if x.shape[ax] == 1:
-        return x
-    idx = [slice(None)] * x.ndim
-    idx[ax] = sl
-    return x[tuple(idx)]
+def _slice_lead(x, idx):
+    """Slice the batch axes of an operand, leaving the ones it broadcasts along whole."""
+    return x[tuple(slice(None) if n == 1 else i for i, n in zip(idx, x.shape))]
 
 
 def mma_matrices(A, B, C, **kw):

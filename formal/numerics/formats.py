@@ -34,7 +34,7 @@ from typing import Iterable
 
 import numpy
 
-from .xp import backend, like, np
+from .xp import backend, fused, like, np
 
 from ._spec import load_spec
 
@@ -169,6 +169,9 @@ def get_format(fmt) -> Format:
 #: alignment exponent that ``Decoded.ealign`` gives zeros and specials: far below any
 #: real exponent, so they never win a maximum and shift out of any window
 ZERO_EXP = -(1 << 20)
+#: the same for the int16 exponents of the float32 product path (``Decoded.e16``): a sum of
+#: up to four of them still fits int16 and stays far below every real exponent
+E16_ZERO = -8000
 
 
 class Decoded:
@@ -177,28 +180,38 @@ class Decoded:
     Fields: ``neg`` (bool), ``sig`` (int64 >= 0, 0 for NaN/Inf), ``exp`` (int64 field
     exponent, pinned at emin for subnormals and zeros), ``nan``, ``inf``, ``zero`` (bool).
     Derived: ``lsb``, ``val`` (signed float64 value: exact for every format narrower
-    than f64), ``ealign`` (exp, or ZERO_EXP for zeros and specials).  Formats with at
+    than f64), ``ealign`` (exp, or ZERO_EXP for zeros and specials), ``val32`` / ``e16``
+    (``val`` as float32 and ``ealign`` as int16 with E16_ZERO: the float32 product path
+    of :func:`formal.numerics.block.product_terms`, which checks that they are exact).  Formats with at
     most 2**16 encodings decode through a per-code table, one gather per field used.
     """
 
     _NAMES = ("neg", "sig", "exp", "nan", "inf", "zero")
 
     def __init__(self, fmt, neg=None, sig=None, exp=None, nan=None, inf=None, zero=None, *,
-                 idx=None, table=None):
+                 idx=None, table=None, bits32=None):
         self.fmt = fmt
         self._f = {"neg": neg, "sig": sig, "exp": exp, "nan": nan, "inf": inf, "zero": zero}
         self._idx, self._table = idx, table
+        self._bits32 = bits32     # uint32 codes of an IEEE binary32 format (see _binary32_field)
 
     def _get(self, name):
         v = self._f.get(name)
         if v is None:
-            if self._table is not None:
+            if self._table is not None and name in self._table:
                 v = like(self._table[name], self._idx)[self._idx]
+            elif self._bits32 is not None:
+                v = _binary32_field(self, name)
             elif name == "val":
                 x = np.ldexp(np.asarray(self.sig).astype(np.float64), self.lsb)
                 v = np.where(self.neg, -x, x)
             elif name == "ealign":
                 v = np.where(self.zero | self.nan | self.inf, ZERO_EXP, self.exp)
+            elif name == "val32":
+                v = np.asarray(self.val).astype(np.float32)
+            elif name == "e16":
+                ea = np.asarray(self.ealign)
+                v = np.where(ea == ZERO_EXP, E16_ZERO, ea).astype(np.int16)
             else:
                 raise AttributeError(name)
             self._f[name] = v
@@ -212,8 +225,24 @@ class Decoded:
     zero = property(lambda self: self._get("zero"))
     val = property(lambda self: self._get("val"))
     ealign = property(lambda self: self._get("ealign"))
+    val32 = property(lambda self: self._get("val32"))
+    e16 = property(lambda self: self._get("e16"))
+
+    def erange(self, data: bool = False):
+        """(min, max) of ``ealign`` over the nonzero finite elements, or None if there are
+        none: the format's whole range for table-decoded elements unless ``data`` (no data
+        pass, no device sync), else from the data."""
+        if self._table is not None and not data:
+            return self._table["erange"]
+        ea = np.asarray(self.ealign)
+        nz = ea != ZERO_EXP
+        if not bool(np.any(nz)):
+            return None
+        return int(np.min(np.where(nz, ea, -ZERO_EXP))), int(np.max(ea))
 
     def has_special(self) -> bool:
+        if self._bits32 is not None and self._f["nan"] is None:
+            return bool(np.any((self._bits32 & np.uint32(0x7F800000)) == np.uint32(0x7F800000)))
         if self._table is not None:
             return bool(self._table["any_special"] and np.any(like(self._table["special"], self._idx)[self._idx]))
         return bool(np.any(self.nan | self.inf))
@@ -236,8 +265,10 @@ class Decoded:
         mv = lambda x: np.ascontiguousarray(np.moveaxis(np.asarray(x), -1, 0))  # noqa: E731
         if self._table is not None:
             return Decoded(self.fmt, idx=mv(self._idx), table=self._table)
+        if self._bits32 is not None:
+            return Decoded(self.fmt, bits32=mv(self._bits32))
         d = Decoded(self.fmt, *(mv(getattr(self, n)) for n in self._NAMES))
-        for extra in ("val", "ealign"):
+        for extra in ("val", "ealign", "val32", "e16"):
             if self._f.get(extra) is not None:
                 d._f[extra] = mv(self._f[extra])
         return d
@@ -259,6 +290,12 @@ def _table_host(name: str) -> dict:
     t = {n: getattr(d, n) for n in Decoded._NAMES}
     t["val"] = d.val
     t["ealign"] = d.ealign.astype(np.int32)
+    real = t["ealign"] != ZERO_EXP
+    t["erange"] = (int(t["ealign"][real].min()), int(t["ealign"][real].max())) if real.any() else None
+    t["e16"] = np.where(real, t["ealign"], E16_ZERO).astype(np.int16)
+    v32 = d.val.astype(np.float32)
+    if np.array_equal(v32.astype(np.float64), d.val):   # every <= 16-bit format: exact
+        t["val32"] = v32
     t["special"] = d.nan | d.inf
     t["any_special"] = bool(np.any(t["special"]))
     if f.cls in ("int", "bit"):
@@ -281,7 +318,47 @@ def decode(codes, fmt) -> Decoded:
         if x.dtype.itemsize * 8 > f.field_bits or x.dtype.kind == "i":
             x = x & ((1 << f.field_bits) - 1)
         return Decoded(f, idx=x, table=_table(f.name))
+    if x.dtype == np.uint32 and _is_binary32(f):
+        return Decoded(f, bits32=x)
     return _decode_arith(x, f)
+
+
+@fused
+def _b32_outside(mag, lsb):
+    """Where a value is not an exact float64 number of the form _encode_binary32 takes
+    (element-wise only: CuPy's fused whole-array reductions are slow, np.any is not)."""
+    return (mag >= (1 << 53)) | (lsb < -1022) | (lsb > 969)
+
+
+@fused
+def _b32_val(r, u):
+    v = r.astype(np.float64)
+    return np.where(np.isfinite(v), v, np.where((u >> 31) == 1, -0.0, 0.0))   # NaN / Inf: a zero of their sign
+
+
+@fused
+def _b32_ealign(u):
+    ef = ((u >> 23) & 0xFF).astype(np.int32)
+    return np.where(((u & 0x7FFFFFFF) == 0) | (ef == 0xFF), ZERO_EXP, np.maximum(ef, 1) - 127)
+
+
+def _binary32_field(d: Decoded, name: str):
+    """One field of binary32 elements, on demand.  ``val`` and ``ealign`` (all that the
+    window and the f32 accumulator's c need) come from float32 / bit arithmetic: the
+    float32 -> float64 conversion is exact (subnormals too) and its sign is the sign bit;
+    NaN / Inf become a zero of their sign (sig = 0, as in :func:`_decode_arith`); ealign is
+    the exponent field, pinned at 1 for subnormals, minus the bias (ZERO_EXP for zeros and
+    specials).  Any other field decodes every field arithmetically once."""
+    u = d._bits32
+    if name == "val":
+        with np.errstate(invalid="ignore"):    # a signalling NaN converts quietly (then becomes 0)
+            return _b32_val(u.view(np.float32), u)
+    if name == "ealign":
+        return _b32_ealign(u)
+    full = _decode_arith(u, d.fmt)
+    for n in Decoded._NAMES:
+        d._f[n] = full._f[n]
+    return d._f[name]
 
 
 def _decode_arith(codes, f: Format) -> Decoded:
@@ -422,7 +499,11 @@ def encode(neg, mag, lsb, fmt, mode: str = "rn", *, frac_bits: int | None = None
     if mag.dtype == object:
         mag, lsb = compress_sticky(mag, lsb)
     else:
-        mag = mag.astype(np.int64)
+        mag = mag.astype(np.int64, copy=False)
+        if P == m and _is_binary32(f) and mode != "rna":
+            fast = _encode_binary32(neg, mag, lsb, f, mode, overflow, ftz, nan, inf, nan_code)
+            if fast is not None:
+                return fast
     shape = mag.shape
 
     nb = bitlen(mag)
@@ -492,6 +573,65 @@ def encode(neg, mag, lsb, fmt, mode: str = "rn", *, frac_bits: int | None = None
     if nan_code is not None and f.ignored_low_bits:
         out = np.where(isnan, np.uint64(int(nan_code)), out)
     return out.astype(f.np_container)
+
+
+def _is_binary32(f: Format) -> bool:
+    """The IEEE 754 binary32 layout (numpy's / CUDA's float32): its encodings are float32 bits."""
+    return (f.cls == "float" and f.signed and (f.exponent, f.mantissa, f.bias) == (8, 23, 127) and f.inf
+            and f.nan == "ieee" and f.subnormal and f.field_bits == 32 and not f.ignored_low_bits)
+
+
+def _encode_binary32(neg, mag, lsb, f: Format, mode, overflow, ftz, nan, inf, nan_code):
+    """:func:`encode` into an IEEE binary32 format through float arithmetic (rn, rz, rm, rp),
+    or None when the value is not an exact float64 (the caller then runs the integer path).
+
+    v = (-1)**neg * mag * 2**lsb is an exact float64 when mag < 2**53 and -1022 <= lsb <= 969
+    (2**lsb is then a normal float64 and the product neither rounds nor overflows; -0 for
+    a negative zero).  The float64 ->
+    float32 conversion is IEEE 754 round-to-nearest-even (numpy, CUDA), one rounding of the
+    exact value, with gradual underflow and overflow to Inf.  The rz / rm / rp result is one
+    of the two float32 numbers around v, as the RNE result r is: when r lies on the wrong
+    side of v (|r| > |v| for rz, r > v for rm, r < v for rp), one step toward the direction
+    gives it: the sign-magnitude code +-1 (across a binade, from Inf to the largest finite
+    number, from +-0 to the smallest subnormal of the direction's sign).
+    That is IEEE overflow; the "inf" policy also makes |v| >= 2**128 Inf (the only values
+    whose unbounded rounding exceeds the largest finite one without r being Inf already),
+    "satfinite" clamps Inf.  ftz, the nan / inf masks and the NaN code as in :func:`encode`.
+    """
+    if mag.size == 0 or bool(np.any(_b32_outside(mag, lsb))):
+        return None
+    # 2**lsb built from its bits (a normal float64 for these lsb): exact, and no libm call
+    v = mag.astype(np.float64) * ((lsb + 1023) << 52).view(np.float64)
+    v = np.where(neg, -v, v)
+    with np.errstate(over="ignore"):
+        r = v.astype(np.float32)
+    out = r.view(np.uint32)
+    if mode != "rn":
+        # nextafter on the bits: the magnitude code +-1 (Inf - 1 is the largest finite number)
+        r64 = r.astype(np.float64)
+        if mode == "rz":
+            out = np.where(np.abs(r64) > np.abs(v), out - np.uint32(1), out)
+        elif mode == "rm":      # down: a positive magnitude shrinks; +-0 and negatives grow negative
+            down = np.where(r64 > 0, out - np.uint32(1), (out | np.uint32(1 << 31)) + np.uint32(1))
+            out = np.where(r64 > v, down, out)
+        else:                   # rp: up
+            up = np.where(r64 < 0, out - np.uint32(1), (out & np.uint32(0x7FFFFFFF)) + np.uint32(1))
+            out = np.where(r64 < v, up, out)
+    sign = out & np.uint32(1 << 31)
+    if overflow == "inf":
+        out = np.where(np.abs(v) >= 2.0 ** 128, sign | np.uint32(0x7F800000), out)
+    elif overflow == "satfinite":
+        out = np.where((out & np.uint32(0x7FFFFFFF)) == np.uint32(0x7F800000), sign | np.uint32(0x7F7FFFFF), out)
+    if ftz:
+        out = np.where((out & np.uint32(0x7FFFFFFF)) < np.uint32(0x00800000), sign, out)
+    if inf is not None:
+        big = np.uint32(0x7F7FFFFF if overflow == "satfinite" else 0x7F800000)
+        out = np.where(np.broadcast_to(np.asarray(inf, bool), out.shape), np.where(neg, big | np.uint32(1 << 31), big),
+                       out)
+    if nan is not None:
+        ncode = f.nan_code if nan_code is None else int(nan_code)
+        out = np.where(np.broadcast_to(np.asarray(nan, bool), out.shape), np.uint32(ncode & 0xFFFFFFFF), out)
+    return out.astype(f.np_container, copy=False)
 
 
 def _overflow_code(f: Format, neg, mode, overflow, maxfin, shape):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 
 import numpy
 
@@ -95,6 +96,33 @@ def like(table, x):
         hit = (table, cupy.asarray(table))
         _DEV_CACHE[key] = hit
     return hit[1]
+
+
+def fused(fn):
+    """``fn`` (element-wise operations ending in at most one reduction along an axis, written with ``np``)
+    called as written on numpy, and compiled by ``cupy.fuse`` into one kernel when the
+    current module is CuPy: the same Python function, so the same semantics, without the
+    full-size temporaries between its steps on the device."""
+    kernels: dict = {}
+
+    @functools.wraps(fn)
+    def run(*args):
+        mod = _CURRENT.get()
+        if mod is numpy:
+            return fn(*args)
+        k = kernels.get(mod)
+        if k is None:
+            k = mod.fuse(kernel_name=fn.__name__)(fn)
+            try:
+                out = k(*args)
+            except Exception:  # noqa: BLE001 - a CuPy that cannot fuse it runs it op by op
+                k, out = fn, fn(*args)
+            kernels[mod] = k
+            return out
+        return k(*args)
+
+    run.kernels = kernels     # per module: the fused kernel, or fn where fusing failed
+    return run
 
 
 def to_host(x):
