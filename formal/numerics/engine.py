@@ -95,22 +95,24 @@ def dot_terms(a, b, c, *, atype, btype, ctype, dtype, arch="sm_90", satfinite=Fa
     ops = [(a, 1), (b, 1), (c, 0), (scale_a, 1), (scale_b, 1)]
     ops = [None if x is None else x.reshape((1,) * (nb - (x.ndim - e)) + x.shape) for x, e in ops]
     a2, b2 = ops[0], ops[1]
-    shared = [i for i in range(nb) if a2.shape[i] > 1 and b2.shape[i] > 1] or list(range(nb))
-    inner = max(shared, key=lambda i: (batch[i], i))
+    both = [i for i in range(nb) if a2.shape[i] > 1 and b2.shape[i] > 1]
+    inner = max(both or range(nb), key=lambda i: (batch[i], i))
     perm = [i for i in range(nb) if i != inner] + [inner]
     ops = [None if x is None else x.transpose(perm + list(range(nb, x.ndim))) for x in ops]
     pb = [batch[i] for i in perm]
     chunk = _CHUNK.get(type(p), CHUNK_TERMS) if on_host() else DEVICE_CHUNK_TERMS
     # chunks of about `chunk` products: slices of the inner axis with every other axis
-    # whole (each a/b element decoded once), unless those slices would be short; then whole
-    # slices of the outermost axis that allows it (a GEMM step: a few tile rows, each with
-    # its long inner axis).  Every output depends on its own batch position only.
+    # whole (each a/b element decoded once), unless those slices would be short and no axis
+    # is shared by a and b (a GEMM step, an outer product of tiles); then whole slices of
+    # the outermost axis that allows it (a few tile rows, each with its long inner axis).
+    # Where an axis is shared (warps, T), outer slices would decode the other operand again
+    # per slice.  Every output depends on its own batch position only.
     K1 = max(K, 1)
     total = math.prod(pb) * K1
     step = pb[-1] if total <= chunk else max(1, chunk * pb[-1] // total)
     rest = [math.prod(pb[i + 1:]) * K1 for i in range(nb)]
     ax = nb - 1
-    if step < min(pb[-1], MIN_INNER):
+    if step < min(pb[-1], MIN_INNER) and not both:
         ax = next((i for i in range(nb - 1) if rest[i] <= chunk), nb - 1)
         if ax < nb - 1:
             step = chunk // rest[ax]
