@@ -73,6 +73,7 @@ def test_address_describe_errata(capsys):
     assert {"fragment-size", "default-stride-misaligned", "subbyte-order", "f64-accumulator-registers"} <= ids
 
 
+@pytest.mark.xdist_group("wmma_map_properties")     # one worker computes maps.properties() once
 def test_maps_and_prove(capsys, tmp_path):
     rc, out, _ = run(capsys, "wmma", "maps", "--arch", "sm_70")
     assert rc == 0 and "wmmae.sm70.m16n16k16.f16.a.row" in out and "third-party-empirical" in out
@@ -82,6 +83,7 @@ def test_maps_and_prove(capsys, tmp_path):
     assert list(tmp_path.glob("*.smt2"))
 
 
+@pytest.mark.xdist_group("wmma_map_properties")
 def test_maps_sm90_properties(capsys):
     rc, out, _ = run(capsys, "wmma", "maps", "--arch", "sm_90", "--properties")
     assert rc == 0

@@ -255,6 +255,7 @@ def test_prove_periodic_finds_the_first_break():
         mp.prove_periodic(m, 16)
 
 
+@pytest.mark.xdist_group("wmma_map_properties")     # with `wmma maps --properties` and `wmma prove`
 def test_sm90_property_report(props):
     """The report over every map (``ptx-formal wmma maps --arch sm_90 --properties``)."""
     assert all(r.status in ("proved", "refuted") and r.cross_check["agrees"] for r in props.values())
