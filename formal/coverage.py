@@ -1057,28 +1057,7 @@ def _applies_mech(f: Form) -> bool:
                       "H100 refuted (structured search, witnesses reduced to the fewest terms)",
         "mech:NAME silicon:PATH:ALTERNATIVE nan_multi", _applies_mech)
 def build_mechanisms(ctx: Ctx):
-    from .vectors import distinguish as X
-
-    f = ctx.form
-    pool = X.Pool(f, ctx.rng("mechanisms|pool"))
-    placed: list[tuple[str, str, list]] = []
-    for mech in X.mechanisms(f, ctx.arch):
-        pt = point_name(mech.point)
-        t0 = time.perf_counter()
-        try:
-            ws = X.search(f, ctx.arch, mech.variant, regimes=list(mech.regimes), pool=pool, want=2)
-        except Exception as e:                       # a variant the engine cannot run here
-            ws = []
-            ctx.not_covered[f"{pt} ({mech.what})"] = f"search failed: {type(e).__name__}: {e}"
-            continue
-        ctx.stats[f"{pt} ({mech.what})"] = {"status": "found" if ws else "not found", "solutions": len(ws),
-                                             "terms": [w.terms for w in ws], "seconds": round(time.perf_counter() - t0, 4)}
-        if not ws:
-            ctx.not_covered[f"{pt} ({mech.what})"] = (f"no input told the model from this variant in "
-                                                      f"{pool.size} candidates x {len(pool.cands)} regimes "
-                                                      f"(it may be unobservable on this form)")
-            continue
-        placed.append((pt, mech.what, ws))
+    placed = _mechanism_witnesses(ctx)
     # several NaN sources in one dot product (distinct payloads): a precedence rule is visible
     nans = _nan_multi(ctx)
     if nans:
@@ -1106,6 +1085,44 @@ def build_mechanisms(ctx: Ctx):
                 n += 1
     if cv is not None and cv.targets:
         yield cv.draft(used, "reduced inputs that tell the model from: " + "; ".join(whys))
+
+
+def _mechanism_witnesses(ctx: Ctx) -> list[tuple[str, str, list]]:
+    """(point, what, witnesses) per mechanism, from the structured search.  A pure function of
+    (form, arch, seed): cached with the solver's answers (``_SOLUTIONS``, cleared with them) for
+    a named arch; an ArchModel object is searched every time."""
+    from .vectors import distinguish as X
+
+    f = ctx.form
+    key = ("mechanisms", f.opcode, ctx.arch, ctx.seed) if isinstance(ctx.arch, str) else None
+    if key is not None and key in _SOLUTIONS:
+        placed, stats, missed = _SOLUTIONS[key]
+        ctx.stats.update({k: dict(v, cached=True) for k, v in stats.items()})
+        ctx.not_covered.update(missed)
+        return list(placed)
+    pool = X.Pool(f, ctx.rng("mechanisms|pool"))
+    placed, stats, missed = [], {}, {}
+    for mech in X.mechanisms(f, ctx.arch):
+        pt = point_name(mech.point)
+        t0 = time.perf_counter()
+        try:
+            ws = X.search(f, ctx.arch, mech.variant, regimes=list(mech.regimes), pool=pool, want=2)
+        except Exception as e:                       # a variant the engine cannot run here
+            missed[f"{pt} ({mech.what})"] = f"search failed: {type(e).__name__}: {e}"
+            continue
+        stats[f"{pt} ({mech.what})"] = {"status": "found" if ws else "not found", "solutions": len(ws),
+                                         "terms": [w.terms for w in ws], "seconds": round(time.perf_counter() - t0, 4)}
+        if not ws:
+            missed[f"{pt} ({mech.what})"] = (f"no input told the model from this variant in "
+                                             f"{pool.size} candidates x {len(pool.cands)} regimes "
+                                             f"(it may be unobservable on this form)")
+            continue
+        placed.append((pt, mech.what, ws))
+    ctx.stats.update({k: dict(v) for k, v in stats.items()})
+    ctx.not_covered.update(missed)
+    if key is not None:
+        _SOLUTIONS[key] = (tuple(placed), stats, missed)
+    return placed
 
 
 def _nan_multi(ctx: Ctx) -> list:

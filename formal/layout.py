@@ -411,13 +411,24 @@ class Layout:
         bits = max(1, int(n - 1).bit_length())
         idx = (lane * self.nregs + reg) * self.epr + elem
 
+        # the selector of each bit and each leaf constant made once (Z3 shares equal terms anyway;
+        # this only saves building them again per node)
+        sels = {b: z3.Extract(b, b, idx) == 1 for b in range(bits)}
+        consts: dict[int, Any] = {}
+
+        def const(v: int):
+            if v not in consts:
+                consts[v] = z3.BitVecVal(v, w)
+            return consts[v]
+
+        flat = vals.tolist()      # plain ints: the per-node slices are small, numpy is slower on them
+
         def build(lo: int, hi: int, bit: int):
-            seg = vals[lo:min(hi, n)]
-            if seg.size == 0 or (seg == seg[0]).all():
-                return z3.BitVecVal(int(seg[0]) if seg.size else 0, w)
+            seg = flat[lo:min(hi, n)]
+            if not seg or seg.count(seg[0]) == len(seg):
+                return const(seg[0] if seg else 0)
             mid = lo + (1 << bit)
-            sel = z3.Extract(bit, bit, idx) == 1
-            return z3.If(sel, build(mid, hi, bit - 1), build(lo, mid, bit - 1))
+            return z3.If(sels[bit], build(mid, hi, bit - 1), build(lo, mid, bit - 1))
 
         return build(0, 1 << bits, bits - 1)
 

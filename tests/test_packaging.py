@@ -63,11 +63,12 @@ def _venv(tmp):
     assert r.returncode == 0, f"pip wheel failed:\n{r.stdout}\n{r.stderr}"
     (whl,) = dist.glob("ptx_formal-*.whl")
     env_dir = tmp / "venv"
-    r = _run([sys.executable, "-m", "venv", "--system-site-packages", str(env_dir)], cwd=tmp)
+    # no pip inside the venv (ensurepip costs seconds): this pip installs into it (pip >= 22.3 --python)
+    r = _run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(env_dir)], cwd=tmp)
     assert r.returncode == 0, r.stderr
     bindir = env_dir / ("Scripts" if os.name == "nt" else "bin")
     py = bindir / "python"
-    r = _run([str(py), "-m", "pip", "install", "--no-deps", "-q", str(whl)], cwd=tmp)
+    r = _run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "-q", str(whl)], cwd=tmp)
     assert r.returncode == 0, f"pip install failed:\n{r.stdout}\n{r.stderr}"
     work = tmp / "elsewhere"      # a cwd outside the repo with no specs/ or recipes/ to find by accident
     work.mkdir()

@@ -178,15 +178,42 @@ def test_optional_modules_are_skipped_only_when_absent(monkeypatch):
         P.load_optional_modules(["formal.metadata"])
 
 
-def test_report_is_current():
-    """proofs/REPORT.md is what `ptx-formal prove --all` writes today (timings are not in it)."""
+@pytest.fixture(scope="module")
+def catalog_run():
+    """What `ptx-formal prove --all` runs (the whole registry over every documented form),
+    run once for the report test and the wmma registry test below (about 20 s)."""
     modules = P.load_optional_modules()
     forms = list(cat.documented_forms())
-    res = P.run(P.collect(forms))
+    return modules, forms, P.run(P.collect(forms))
+
+
+def test_report_is_current(catalog_run):
+    """proofs/REPORT.md is what `ptx-formal prove --all` writes today (timings are not in it)."""
+    modules, forms, res = catalog_run
     text = P.report_markdown(res, forms, modules)
     assert REPORT.exists(), "run `ptx-formal prove --all` to write proofs/REPORT.md"
     assert REPORT.read_text() == text, "proofs/REPORT.md is stale: run `ptx-formal prove --all`"
     assert "seconds" not in text.lower()
+
+
+def test_wmma_registers_on_import_and_everything_proves(catalog_run):
+    """(from tests/test_wmma_registry.py: its obligations are decided by the catalog run above)"""
+    import formal.wmma  # noqa: F401
+    assert "wmma" in P.registered()
+    obs = P.collect(family="wmma")
+    fams = {o.family for o in obs}
+    assert {"wmma.theorem.pipeline", "wmma.theorem.accumulator_f16_to_f32_undefined", "wmma.memory.align_readings_agree",
+            "wmma.map.covers"} <= fams
+    mem = [o for o in obs if o.family == "wmma.memory.align_readings_agree"]
+    assert len(mem) == len({o.subject for o in mem}) == 114          # spaces and .aligned merged
+    quick = [o for o in obs if not o.family.startswith("wmma.memory")]
+    # the same obligations, decided by the same P.run over the registry
+    res = [r for r in catalog_run[2] if r.obligation.family.startswith("wmma.") and
+           not r.obligation.family.startswith("wmma.memory")]
+    assert sorted(r.obligation.key for r in res) == sorted(o.key for o in quick)
+    assert all(r.status == "proved" for r in res), [r.to_dict() for r in res if r.status != "proved"]
+    ex = next(r for r in res if r.obligation.family == "wmma.theorem.accumulator_f16_to_f32_undefined")
+    assert "example" in ex.note and "f32_map" in ex.note
 
 
 # ------------------------------------------------------------------------------------------ CLI

@@ -73,29 +73,6 @@ def test_address_describe_errata(capsys):
     assert {"fragment-size", "default-stride-misaligned", "subbyte-order", "f64-accumulator-registers"} <= ids
 
 
-def test_maps_and_prove(capsys, tmp_path):
-    rc, out, _ = run(capsys, "wmma", "maps", "--arch", "sm_70")
-    assert rc == 0 and "wmmae.sm70.m16n16k16.f16.a.row" in out and "third-party-empirical" in out
-    rc, out, _ = run(capsys, "wmma", "prove", "--smt2", str(tmp_path))
-    assert rc == 0, out[-2000:]
-    assert "0 unexpected, 0 enumeration disagreements" in out
-    assert list(tmp_path.glob("*.smt2"))
-
-
-def test_maps_sm90_properties(capsys):
-    rc, out, _ = run(capsys, "wmma", "maps", "--arch", "sm_90", "--properties")
-    assert rc == 0
-    assert "sm90.load.m16n16k16.a.f16.row" in out and "silicon" in out
-    assert "PROVED   wmma.map.same[sm90.load.m16n16k16.a.f16.row == wmmae.sm75.m16n16k16.f16.a.row]" in out
-    assert "PROVED   wmma.map.half_duplicates[sm90.load.m16n16k16.a.f16.row]" in out
-    assert "PROVED   wmma.map.periodic[sm90.load.m8n32k16.a.f16.row, 4]" in out
-    assert "PROVED   wmma.map.injective[sm90.load.m16n16k16.a.s8.row]" in out
-    assert "PROVED   wmma.map.same[sm90.load.m16n16k16.c.f16.row == sm90.store.m16n16k16.d.f16.row]" in out
-    assert "REFUTED  wmma.map.same[sm90.load.m16n16k16.c.f32.row == wmmae.sm70.m16n16k16.c.f32.row]" in out
-    last = out.strip().splitlines()[-1]
-    assert last.startswith("# 114 maps, ") and "covers 114 proved" in last and "enumeration agrees with Z3" in last
-
-
 def test_pipeline_check_and_alignment(capsys):
     from formal.specdata import spec_dir
     rc, out, _ = run(capsys, "wmma", "pipeline-check", str(spec_dir() / "observed" / "wmma_pipeline_slice_sm90.json"))

@@ -282,3 +282,38 @@ def test_sm90_property_report(props):
     assert all(r.proved for k, r in pub.items() if "wmmae.sm7" not in k or "wmmae.sm75" in k)
     assert all(r.status == "refuted" for k, r in pub.items() if "wmmae.sm70" in k) and \
         sum("wmmae.sm70" in k for k in pub) == 8
+
+
+# -- the CLI over the same report: `wmma maps --properties` and `wmma prove` (maps.properties() is
+# computed once per process; these tests sit right after the fixture's test so that `-n` runs them
+# on the same worker, in the same chunk, and the ~15 s report is computed once)
+
+def _cli(capsys, *argv):
+    from formal.cli import main
+
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_maps_and_prove(capsys, tmp_path):
+    rc, out, _ = _cli(capsys, "wmma", "maps", "--arch", "sm_70")
+    assert rc == 0 and "wmmae.sm70.m16n16k16.f16.a.row" in out and "third-party-empirical" in out
+    rc, out, _ = _cli(capsys, "wmma", "prove", "--smt2", str(tmp_path))
+    assert rc == 0, out[-2000:]
+    assert "0 unexpected, 0 enumeration disagreements" in out
+    assert list(tmp_path.glob("*.smt2"))
+
+
+def test_maps_sm90_properties(capsys):
+    rc, out, _ = _cli(capsys, "wmma", "maps", "--arch", "sm_90", "--properties")
+    assert rc == 0
+    assert "sm90.load.m16n16k16.a.f16.row" in out and "silicon" in out
+    assert "PROVED   wmma.map.same[sm90.load.m16n16k16.a.f16.row == wmmae.sm75.m16n16k16.f16.a.row]" in out
+    assert "PROVED   wmma.map.half_duplicates[sm90.load.m16n16k16.a.f16.row]" in out
+    assert "PROVED   wmma.map.periodic[sm90.load.m8n32k16.a.f16.row, 4]" in out
+    assert "PROVED   wmma.map.injective[sm90.load.m16n16k16.a.s8.row]" in out
+    assert "PROVED   wmma.map.same[sm90.load.m16n16k16.c.f16.row == sm90.store.m16n16k16.d.f16.row]" in out
+    assert "REFUTED  wmma.map.same[sm90.load.m16n16k16.c.f32.row == wmmae.sm70.m16n16k16.c.f32.row]" in out
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("# 114 maps, ") and "covers 114 proved" in last and "enumeration agrees with Z3" in last

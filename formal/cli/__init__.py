@@ -28,6 +28,7 @@ import sys
 import traceback
 import warnings
 import zipfile
+from functools import lru_cache
 from pathlib import Path
 
 # Command groups, in help order.  A group whose module is not written yet is skipped.
@@ -207,8 +208,15 @@ def main(argv: list[str] | None = None) -> int:
         return code
 
 
+@lru_cache(maxsize=1)
+def _parser(builder) -> argparse.ArgumentParser:
+    """The parser, built once per process (about 9 ms; parsing does not change it).  Keyed by
+    the builder so that a patched ``build_parser`` (tests) gets its own."""
+    return builder()
+
+
 def _dispatch(argv: list[str]) -> int:
-    parser = build_parser()
+    parser = _parser(build_parser)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

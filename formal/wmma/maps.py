@@ -211,9 +211,21 @@ def _lut(m: FragmentMap, s):
     An If-chain over the concrete slots: Z3 decides lookups at a symbolic slot far faster
     this way than through a chain of array stores.
     """
-    e = z3.BitVecVal(0xFFFF, 16)
-    for k, v in enumerate(m.single().reshape(-1)):
-        e = z3.If(s == k, z3.BitVecVal(int(v) & 0xFFFF, 16), e)
+    # The same term as folding z3.If(s == k, BitVecVal(v), e), built through the C API: the
+    # Python wrappers' type checks and coercions cost 3x the construction itself.
+    ctx, srt = s.ctx, z3.BitVecSort(16, s.ctx)
+    ref, sa = ctx.ref(), s.as_ast()
+    consts: dict[int, z3.BitVecRef] = {}
+
+    def const(v: int) -> z3.BitVecRef:
+        if v not in consts:
+            consts[v] = z3.BitVecVal(v, srt)
+        return consts[v]
+
+    e = const(0xFFFF)
+    for k, v in enumerate(m.single().reshape(-1).tolist()):
+        cond = z3.BoolRef(z3.Z3_mk_eq(ref, sa, z3.BitVecVal(k, srt).as_ast()), ctx)
+        e = z3.BitVecRef(z3.Z3_mk_ite(ref, cond.as_ast(), const(int(v) & 0xFFFF).as_ast(), e.as_ast()), ctx)
     return e
 
 
