@@ -27,6 +27,7 @@ models.  Everything is seeded: the same arguments give the same witnesses.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -121,26 +122,46 @@ def _fmt(t):
     return get_format(t)
 
 
-def _enc(t: str, neg, efield, frac) -> np.ndarray:
+@functools.lru_cache(maxsize=None)
+def _codes(t: str) -> tuple:
+    """(mantissa, sign shift or None, ignored low bits) as uint64, and the NaN codes that a
+    normal encoding can hit (formats whose all-ones exponent holds finite values, e4m3):
+    the per-call constants of :func:`_enc` and :func:`_normal` (this search calls them per row)."""
     f = _fmt(t)
-    v = (np.asarray(efield, np.uint64) << np.uint64(f.mantissa)) | np.asarray(frac, np.uint64)
-    if f.signed:
-        v = v | (np.asarray(neg, np.uint64) << np.uint64(f.field_bits - 1))
-    return v << np.uint64(f.ignored_low_bits)
+    sign = np.uint64(f.field_bits - 1) if f.signed else None
+    return np.uint64(f.mantissa), sign, np.uint64(f.ignored_low_bits), tuple(np.uint64(c) for c in f.nan_codes())
+
+
+def _enc(t: str, neg, efield, frac) -> np.ndarray:
+    m, sign, low, _ = _codes(t)
+    v = (np.asarray(efield, np.uint64) << m) | np.asarray(frac, np.uint64)
+    if sign is not None:
+        v = v | (np.asarray(neg, np.uint64) << sign)
+    return v << low
+
+
+def _clip(x, lo: int, hi: int):
+    """np.clip for int64 arrays (the same values, a fraction of its call overhead)."""
+    return np.minimum(np.maximum(x, lo), hi)
 
 
 def _normal(rng, t: str, e, n: int, neg=None, rich: bool = True) -> np.ndarray:
     """n normal encodings of t at unbiased exponents e (clipped to the format's range)."""
     f = _fmt(t)
-    e = np.clip(np.asarray(e, np.int64), f.emin, f.emax)
+    e = _clip(np.asarray(e, np.int64), f.emin, f.emax)
     m = f.mantissa
     frac = rng.integers(0, 1 << m, n, dtype=np.uint64) if (rich and m) else np.zeros(n, np.uint64)
     if neg is None:
         neg = rng.integers(0, 2, n) if f.signed else np.zeros(n, np.int64)
     out = _enc(t, neg, e + f.bias, frac)
     # formats whose all-ones exponent holds finite values (e4m3): avoid the NaN codes
-    bad = np.isin(out >> np.uint64(f.ignored_low_bits), np.array(f.nan_codes() or [1 << 62], np.uint64))
-    out[bad] &= ~np.uint64(1 << f.ignored_low_bits)
+    nans = _codes(t)[3]
+    if nans:
+        x = out >> _codes(t)[2]
+        bad = x == nans[0]
+        for c in nans[1:]:
+            bad |= x == c
+        out[bad] &= ~np.uint64(1 << f.ignored_low_bits)
     if f.ignored_low_bits and rich:
         out |= rng.integers(0, 1 << f.ignored_low_bits, n, dtype=np.uint64)   # tf32: junk in the dropped bits
     return out
@@ -154,8 +175,8 @@ def _split_exp(rng, ta: str, tb: str, target) -> tuple[np.ndarray, np.ndarray]:
     hi = np.minimum(fa.emax, target - fb.emin)
     hi = np.maximum(hi, lo)
     ea = lo + (rng.random(target.shape) * (hi - lo + 1)).astype(np.int64)
-    ea = np.clip(ea, fa.emin, fa.emax)
-    eb = np.clip(target - ea, fb.emin, fb.emax)
+    ea = _clip(ea, fa.emin, fa.emax)
+    eb = _clip(target - ea, fb.emin, fb.emax)
     return ea, eb
 
 
@@ -362,7 +383,7 @@ def _pow2(rng, t: str, e, n: int) -> np.ndarray:
     out = _normal(rng, t, e, n, rich=False)
     if f.subnormal and f.mantissa:
         sub = e < f.emin
-        sh = np.clip(f.mantissa - (f.emin - e), 0, f.mantissa - 1)
+        sh = _clip(f.mantissa - (f.emin - e), 0, f.mantissa - 1)
         neg = rng.integers(0, 2, n) if f.signed else np.zeros(n, np.int64)
         out = np.where(sub, _enc(t, neg, 0, np.uint64(1) << sh.astype(np.uint64)), out)
     return out
@@ -714,12 +735,18 @@ def search(form: Form, m1, m2, rng: np.random.Generator | None = None, regimes: 
     def fails(A, B, C):
         return differ_mask(form, m1, m2, A, B, C)
 
+    for r in regimes:                          # every regime drawn, in this order (the pool's rng)
+        pool.get(r)
     hits = {}
-    for r in regimes:
-        hits[r] = np.flatnonzero(pool.out(m1, r) != pool.out(m2, r))
+
+    def hit(r):                                # evaluated when first needed: the search often ends early
+        if r not in hits:
+            hits[r] = np.flatnonzero(pool.out(m1, r) != pool.out(m2, r))
+        return hits[r]
+
     for rank in range(4):                      # round robin over regimes: variety
         for r in regimes:
-            if rank >= len(hits[r]):
+            if rank >= len(hit(r)):
                 continue
             A, B, C = pool.get(r)
             i = hits[r][rank]
