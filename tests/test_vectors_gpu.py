@@ -25,6 +25,12 @@ F16 = "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32"
 SP = "mma.sp::ordered_metadata.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 F64 = "mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64.rn"
 
+#: the coverage models that shape a batch (NaN/Inf codes, signed zeros, every sparsity selector
+#: and metadata pair, layout probes) and random warps; the solver- and search-built models add
+#: cases of the same shape at seconds per form (f64 cancellation alone ~5 s), so they are left
+#: to tests/test_vectors.py and tests/test_audit_mechanisms.py
+HARNESS_COV = ["specials", "invalid", "signed_zero", "metadata", "selector", "layout", "random"]
+
 
 class FakeInfo:
     def to_dict(self):
@@ -72,7 +78,7 @@ def test_vectors_as_inputs_groups_by_selector():
 
 def test_run_vectors_on_gpu_summary(tmp_path, monkeypatch):
     vdir = str(tmp_path / "vec")
-    paths = prepare([F16, SP, F64], vdir, count=6)
+    paths = prepare([F16, SP, F64], vdir, count=6, coverage=HARNESS_COV)
     assert len(paths) == 3 and all(os.path.isfile(p) for p in paths)
     # on the device the prepared files are read, nothing is generated (no Z3 needed there)
     monkeypatch.setattr("formal.vectors.build.generate",
@@ -89,7 +95,7 @@ def test_run_vectors_on_gpu_summary(tmp_path, monkeypatch):
 
 def test_run_vectors_on_gpu_reports_a_mismatch(tmp_path):
     vdir = str(tmp_path / "vec")
-    prepare([F16], vdir, count=4)
+    prepare([F16], vdir, count=4, coverage=HARNESS_COV)
     gpu = FakeGPU(flip=(formal.parse(F16).opcode, 0, 7, 2))   # case 0 of the first batch, lane 7, reg 2
     s = run_vectors_on_gpu([F16], str(tmp_path / "out"), vectors_dir=vdir, gpu=gpu, save_results=True)
     (f,) = s["forms"]

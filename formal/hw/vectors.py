@@ -75,8 +75,9 @@ def _forms(forms) -> list[Form]:
 
 
 def prepare(forms: Iterable | None, vectors_dir: str, arch: str = "sm_90", count: int = 48, seed: int = 0,
-            progress: Callable[[str], None] | None = None) -> list[str]:
-    """Generate and save (npz) the vectors of every form; returns the paths written."""
+            progress: Callable[[str], None] | None = None, coverage: Iterable[str] | None = None) -> list[str]:
+    """Generate and save (npz) the vectors of every form; returns the paths written.
+    ``coverage``: the coverage models to build (default: every applicable one, as ``generate``)."""
     from ..vectors.fileio import write
     from ..vectors.build import generate
 
@@ -86,7 +87,7 @@ def prepare(forms: Iterable | None, vectors_dir: str, arch: str = "sm_90", count
     fs = _forms(forms)
     for i, f in enumerate(fs):
         p = os.path.join(vectors_dir, file_name(f.opcode))
-        vs = generate(f, arch=arch, count=count, seed=seed)
+        vs = generate(f, arch=arch, count=count, seed=seed, coverage=coverage)
         write(vs, p, "npz")
         paths.append(p)
         if progress:
