@@ -16,6 +16,7 @@ input that still fails, and the fewest mechanisms that explain all failures.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
@@ -66,7 +67,10 @@ def _with_element(form: Form, base: Draft, p, m, n, a, b, c) -> Draft:
 # element witnesses
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _val(code: int, t: str) -> Any:
+    """The decoded value of one code (memoised: an element's inputs are shared by its row or
+    column, and a failing run decodes thousands of elements)."""
     f = get_format(t)
     if f.cls == "float":
         v = float(to_float64(np.array([code], dtype=f.np_container), t)[0])
