@@ -389,6 +389,29 @@ def _pow2(rng, t: str, e, n: int) -> np.ndarray:
     return out
 
 
+def _pow2_1(rng, t: str, e: int) -> int:
+    """``int(_pow2(rng, t, np.array([e]), 1)[0])`` in Python integers: the same draws from
+    rng (one sign, then the subnormal branch's sign), without the array overhead."""
+    f = _fmt(t)
+    m, _, _, nans = _codes(t)
+    m = int(m)
+    low, sign = f.ignored_low_bits, f.field_bits - 1
+
+    def enc(neg: int, efield: int, frac: int) -> int:
+        return (((efield << m) | frac) | ((neg << sign) if f.signed else 0)) << low
+
+    e = int(e)
+    neg = int(rng.integers(0, 2, 1)[0]) if f.signed else 0
+    out = enc(neg, min(max(e, f.emin), f.emax) + f.bias, 0)
+    if nans and (out >> low) in {int(c) for c in nans}:
+        out &= ~(1 << low)
+    if f.subnormal and m:
+        neg = int(rng.integers(0, 2, 1)[0]) if f.signed else 0
+        if e < f.emin:
+            out = enc(neg, 0, 1 << min(max(m - (f.emin - e), 0), m - 1))
+    return out
+
+
 def regime_pow2(form: Form, rng, T: int):
     """Powers of two (and c = 0 or a power of two): sums that sit exactly on a rounding
     boundary or tie, plus a term far below that only some models keep."""
@@ -405,9 +428,9 @@ def regime_pow2(form: Form, rng, T: int):
         A[t, p] = _pow2(rng, form.atype, ea, k)
         B[t, p] = _pow2(rng, form.btype, eb, k)
         if rng.random() < 0.5:
-            C[t] = _pow2(rng, form.ctype, np.array([centre + int(rng.integers(-2, 3))]), 1)[0]
+            C[t] = _pow2_1(rng, form.ctype, centre + int(rng.integers(-2, 3)))
             if rng.random() < 0.2:
-                C[t] = _pow2(rng, form.ctype, np.array([fc.emin - int(rng.integers(1, fc.mantissa + 1))]), 1)[0]
+                C[t] = _pow2_1(rng, form.ctype, fc.emin - int(rng.integers(1, fc.mantissa + 1)))
         elif rng.random() < 0.5:
             from ..elements import neg_zero
 
@@ -425,7 +448,7 @@ def _pow2_product(rng, form: Form, e: int) -> tuple[int, int] | None:
         return None
     ea = int(rng.integers(lo, hi + 1))
     eb = e - ea
-    return int(_pow2(rng, form.atype, np.array([ea]), 1)[0]), int(_pow2(rng, form.btype, np.array([eb]), 1)[0])
+    return _pow2_1(rng, form.atype, ea), _pow2_1(rng, form.btype, eb)
 
 
 def _pos_only(t: str, code: int) -> int:
@@ -501,7 +524,7 @@ def regime_tie(form: Form, rng, T: int):
         _place_terms(rng, form, A, B, t, terms, Ka)
         if c_lead:
             ce = max(lead, fc.emin - (fc.mantissa if fc.subnormal else 0))
-            C[t] = _pos_only(form.ctype, int(_pow2(rng, form.ctype, np.array([ce]), 1)[0]))
+            C[t] = _pos_only(form.ctype, _pow2_1(rng, form.ctype, ce))
         else:
             C[t] = 0 if rng.random() < 0.7 else neg_zero(form.ctype)
     return A, B, C
