@@ -78,9 +78,15 @@ def test_audit_is_callable_as_module_and_function(f16_vectors):
 # the mutation suite
 
 
-def test_mutant_round_to_nearest_instead_of_truncation(f16_vectors):
+@pytest.fixture(scope="module")
+def rn_report(f16_vectors):
+    """The audit of a round-to-nearest mutant (asserted on, and rendered, below)."""
     bad = model_with_arith(SM90.replace_path("f16.f32", rounding="rn"), "rn_instead_of_rz")
-    rep = formal.audit(F16, bad, vectors=f16_vectors)
+    return formal.audit(F16, bad, vectors=f16_vectors)
+
+
+def test_mutant_round_to_nearest_instead_of_truncation(rn_report):
+    rep = rn_report
     assert not rep.ok
     assert "align_shift:24" in rep.caught_by                  # the solver-built alignment corner
     assert not any(p.startswith(("nan_in", "inf_times_zero", "inf_minus_inf")) for p in rep.caught_by)
@@ -155,9 +161,8 @@ def test_arch_passed_when_accepted(f16_vectors):
     assert formal.audit(F16, model, vectors=f16_vectors).ok and seen["arch"] == "sm_90"
 
 
-def test_report_renders(f16_vectors):
-    bad = model_with_arith(SM90.replace_path("f16.f32", rounding="rn"), "rn")
-    rep = formal.audit(F16, bad, vectors=f16_vectors)
+def test_report_renders(rn_report):
+    rep = rn_report
     text = rep.table()
     assert "FAIL" in text and "align_shift:24" in text and "first mismatches" in text
     d = rep.to_dict()
