@@ -541,6 +541,37 @@ class IdentifyReport:
     __str__ = table
 
 
+_PAIRS: dict[tuple, tuple] = {}
+
+
+def _pair_witnesses(form: Form, names: tuple, seed: int, want: int):
+    """({pair: {"witnesses", "identical"}}, [(point, Witness)]) of the pairwise searches: a
+    pure function of its arguments, cached per process (regs and matrix level share it)."""
+    from .vectors.build import _seed_for
+    from .vectors import distinguish as X
+
+    key = (form.opcode, names, seed, want)
+    if not all(isinstance(n, str) for n in names):     # model objects: searched every time
+        key = None
+    if key is None or key not in _PAIRS:
+        pool = X.Pool(form, _seed_for(seed, form.opcode, "identify"))
+        pairs: dict[str, dict] = {}
+        placed = []
+        for i, x in enumerate(names):
+            for y in names[i + 1:]:
+                k = f"{x}|{y}"
+                if X.same_record(form, x, y):
+                    pairs[k] = {"witnesses": 0, "identical": True}
+                    continue
+                ws = X.search(form, x, y, pool=pool, want=want)
+                pairs[k] = {"witnesses": len(ws), "identical": False}
+                placed += [(f"distinguish:{x}|{y}", w) for w in ws]
+        if key is None:
+            return pairs, tuple(placed)
+        _PAIRS[key] = (pairs, tuple(placed))
+    return _PAIRS[key]
+
+
 def distinguishing_vectors(opcode: str | Form, archs=None, seed: int = 0, want: int = 2, level: str = "regs"):
     """Vectors on which every pair of architecture models (that serve the form) differ:
     (VectorSet with sm_90 expectations, {pair: {"witnesses", "identical"}}, archs)."""
@@ -551,18 +582,8 @@ def distinguishing_vectors(opcode: str | Form, archs=None, seed: int = 0, want: 
 
     form = opcode if isinstance(opcode, Form) else parse(opcode)
     names = [a for a in (archs or list(MODELS)) if X.supports(form, a)]
-    pool = X.Pool(form, _seed_for(seed, form.opcode, "identify"))
-    pairs: dict[str, dict] = {}
-    placed = []
-    for i, x in enumerate(names):
-        for y in names[i + 1:]:
-            key = f"{x}|{y}"
-            if X.same_record(form, x, y):
-                pairs[key] = {"witnesses": 0, "identical": True}
-                continue
-            ws = X.search(form, x, y, pool=pool, want=want)
-            pairs[key] = {"witnesses": len(ws), "identical": False}
-            placed += [(f"distinguish:{x}|{y}", w) for w in ws]
+    pairs, placed = _pair_witnesses(form, tuple(names), seed, want)
+    pairs = {k: dict(v) for k, v in pairs.items()}
     drafts = []
     cv = None
     pts: list[str] = []
