@@ -391,7 +391,8 @@ def _pow2(rng, t: str, e, n: int) -> np.ndarray:
 
 def _pow2_1(rng, t: str, e: int) -> int:
     """``int(_pow2(rng, t, np.array([e]), 1)[0])`` in Python integers: the same draws from
-    rng (one sign, then the subnormal branch's sign), without the array overhead."""
+    rng (one sign, then the subnormal branch's sign; a scalar draw takes the same bits as a
+    size-1 one), without the array overhead."""
     f = _fmt(t)
     m, _, _, nans = _codes(t)
     m = int(m)
@@ -401,12 +402,12 @@ def _pow2_1(rng, t: str, e: int) -> int:
         return (((efield << m) | frac) | ((neg << sign) if f.signed else 0)) << low
 
     e = int(e)
-    neg = int(rng.integers(0, 2, 1)[0]) if f.signed else 0
+    neg = int(rng.integers(0, 2)) if f.signed else 0
     out = enc(neg, min(max(e, f.emin), f.emax) + f.bias, 0)
     if nans and (out >> low) in {int(c) for c in nans}:
         out &= ~(1 << low)
     if f.subnormal and m:
-        neg = int(rng.integers(0, 2, 1)[0]) if f.signed else 0
+        neg = int(rng.integers(0, 2)) if f.signed else 0
         if e < f.emin:
             out = enc(neg, 0, 1 << min(max(m - (f.emin - e), 0), m - 1))
     return out
