@@ -303,6 +303,21 @@ def legal_np(view: MemoryView, ptr: np.ndarray, stride: np.ndarray, frag_bytes: 
 
 
 def legal_py(view: MemoryView, ptr: int, stride: int, frag_bytes: int, rules: Sequence[str] | None = None) -> bool:
+    if not any("ld" in spec().address[k].names for k in ("first_byte", "end_byte")):
+        # the address terms do not depend on the instance: one environment for every rule and
+        # instance (the same values as one view.env per formula, built once)
+        e = view.env(ptr, stride, frag_bytes)
+        for r in spec().rules:
+            if rules is not None and r.id not in rules:
+                continue
+            for ld in (range(view.n_ld) if r.forall == "ld" else (None,)):
+                if ld is None:
+                    e.pop("ld", None)
+                else:
+                    e["ld"] = ld
+                if not r.holds.eval(e):
+                    return False
+        return True
     for r in spec().rules:
         if rules is not None and r.id not in rules:
             continue
