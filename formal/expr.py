@@ -32,7 +32,7 @@ from __future__ import annotations
 import ast
 import operator
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any, Mapping
 
 import numpy as np
@@ -100,8 +100,13 @@ def _const_zero(node: ast.AST) -> bool:
 
 
 def _parse(src: str) -> ast.Expression:
-    if not isinstance(src, str):
-        src = str(src)
+    return _parse_str(src if isinstance(src, str) else str(src))
+
+
+@lru_cache(maxsize=4096)
+def _parse_str(src: str) -> ast.Expression:
+    # cached: engines build the same formulas again and again (one Formula per step); the tree
+    # is only read (walked, evaluated, compiled), never changed
     if len(src) > MAX_LENGTH:
         raise FormulaError(f"formula too long ({len(src)} characters, at most {MAX_LENGTH}): {_show(src)}")
     try:
@@ -121,6 +126,15 @@ def _parse(src: str) -> ast.Expression:
         if isinstance(n, ast.BinOp) and type(n.op) in (ast.FloorDiv, ast.Mod) and _const_zero(n.right):
             raise FormulaError(f"division by zero ('{_BINOPS[type(n.op)]} 0') is not allowed in a formula: {_show(src)}")
     return tree
+
+
+@lru_cache(maxsize=4096)
+def _compile_str(src: str, label: str):
+    return compile(_parse_str(src), label, "eval")
+
+
+def _compile(src, label: str):
+    return _compile_str(src if isinstance(src, str) else str(src), label)
 
 
 def _is_array(x: Any) -> bool:
@@ -198,8 +212,8 @@ class Formula:
         trees = [t for _, t in self._lets] + [self._tree]
         if any(isinstance(n, ast.LShift) for t in trees for n in ast.walk(t)):
             return None
-        lets = [(k, compile(tree, f"<formula {k}>", "eval")) for k, tree in self._lets]
-        return lets, compile(self._tree, "<formula>", "eval")
+        lets = [(k, _compile(v, f"<formula {k}>")) for k, v in dict(self.let).items()]
+        return lets, _compile(self.src, "<formula>")
 
     # -- Z3 ----------------------------------------------------------------------------
     def z3(self, env: Mapping[str, Any], width: int | None = None):
