@@ -243,8 +243,14 @@ def _bv(name: str) -> z3.BitVecRef:
     return z3.BitVec(name, WIDTH)
 
 
+@lru_cache(maxsize=65536)
+def _val_cached(x: int) -> z3.BitVecRef:
+    return z3.BitVecVal(x, WIDTH)
+
+
 def _val(x: int) -> z3.BitVecRef:
-    return z3.BitVecVal(int(x), WIDTH)
+    # cached: the same few constants (sizes, strides) go into every query
+    return _val_cached(int(x))
 
 
 def _zenv(view: MemoryView, ptr, stride, frag_bytes: int, **more) -> dict:
