@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import lru_cache
 from math import floor
 
 from .archs import get_model
@@ -59,18 +58,8 @@ def pow2(e: int) -> Fraction:
 
 
 def decode1(code: int, fmt) -> Val:
-    return Val(*_decode1(int(code), get_format(fmt)))
-
-
-@lru_cache(maxsize=1 << 16)
-def _decode1(code: int, f) -> tuple:
-    # cached (kind, neg, mag, exp): the reference decodes the same codes of a few formats
-    # millions of times; the Val is built fresh per call (it is a mutable dataclass)
-    v = _decode1_uncached(code, f)
-    return v.kind, v.neg, v.mag, v.exp
-
-
-def _decode1_uncached(code: int, f) -> Val:
+    f = get_format(fmt)
+    code = int(code)
     if f.cls in ("int", "bit"):
         v = code & ((1 << f.bits) - 1)
         if f.signed and v >= 1 << (f.bits - 1):
