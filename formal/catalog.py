@@ -122,7 +122,15 @@ class Spec:
     default_stride: dict[str, dict]
 
     def rules_of(self, family: str, kind: str) -> list[Rule]:
-        return [r for r in self.rules if r.family == family and r.kind == kind]
+        return list(self._rules_by_kind.get((family, kind), ()))
+
+    @cached_property
+    def _rules_by_kind(self) -> dict[tuple[str, str], tuple[Rule, ...]]:
+        # rules_of runs for every form the sweeps build (hundreds of thousands of calls)
+        out: dict[tuple[str, str], list[Rule]] = {}
+        for r in self.rules:
+            out.setdefault((r.family, r.kind), []).append(r)
+        return {k: tuple(v) for k, v in out.items()}
 
 
 def _blocks_and_rules(doc: dict, default_family: str | None) -> tuple[list[SyntaxBlock], list[Rule]]:
@@ -1319,6 +1327,16 @@ def _mma_operand(form: Form, name: str, rows: int, cols: int, t: str) -> Operand
 
 
 def operands_of(form: Form) -> list[Operand]:
+    return list(_operands_cached(form))
+
+
+@lru_cache(maxsize=65536)
+def _operands_cached(form: Form) -> tuple[Operand, ...]:
+    # a pure function of the (frozen) form and the spec; the sweeps ask again for the same parents
+    return tuple(_operands(form))
+
+
+def _operands(form: Form) -> list[Operand]:
     if form.family in ("mma", "mma.sp"):
         m, n, k = form.mnk
         ka = k // 2 if form.is_sparse else k
@@ -1332,16 +1350,7 @@ def operands_of(form: Form) -> list[Operand]:
         return ops
     # wmma: register counts are tabulated in specs/wmma.toml (fragments are opaque)
     def frag(name: str, matrix: str, t: str) -> Operand:
-        env = {"type": t, "matrix": matrix, "shape": form.shape}
-        for r in spec().rules_of(form.family, "fragment"):
-            if r.applies(env):
-                regs = r.data["regs"]
-                regs = int(Formula(regs).eval(env)) if isinstance(regs, str) else int(regs)
-                ptype = r.data["ptx_type"]
-                reg_bits = 64 if ptype == "f64" else 32
-                cbits, shift = element_container(t, None)
-                return Operand(name, regs, reg_bits, ptype, t, max(1, reg_bits // cbits), cbits, shift)
-        raise ValueError(f"no wmma fragment entry for type {t} matrix {matrix} shape {form.shape}")
+        return Operand(name, *_wmma_fragment(form.family, form.shape, matrix, t))
 
     if form.family == "wmma.load":
         t = {"a": form.atype, "b": form.btype, "c": form.ctype}[form.matrix]
@@ -1350,6 +1359,22 @@ def operands_of(form: Form) -> list[Operand]:
         return [frag("r", "c", form.dtype)]
     return [frag("a", "a", form.atype), frag("b", "b", form.btype), frag("c", "c", form.ctype),
             frag("d", "c", form.dtype)]
+
+
+@lru_cache(maxsize=4096)
+def _wmma_fragment(family: str, shape: str, matrix: str, t: str) -> tuple:
+    """The fragment operand's fields after its name (cached: the same few dozen are asked for
+    by every form of a sweep)."""
+    env = {"type": t, "matrix": matrix, "shape": shape}
+    for r in spec().rules_of(family, "fragment"):
+        if r.applies(env):
+            regs = r.data["regs"]
+            regs = int(Formula(regs).eval(env)) if isinstance(regs, str) else int(regs)
+            ptype = r.data["ptx_type"]
+            reg_bits = 64 if ptype == "f64" else 32
+            cbits, shift = element_container(t, None)
+            return (regs, reg_bits, ptype, t, max(1, reg_bits // cbits), cbits, shift)
+    raise ValueError(f"no wmma fragment entry for type {t} matrix {matrix} shape {shape}")
 
 
 def default_stride(form: Form) -> int | None:

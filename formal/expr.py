@@ -32,7 +32,7 @@ from __future__ import annotations
 import ast
 import operator
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any, Mapping
 
 import numpy as np
@@ -100,8 +100,13 @@ def _const_zero(node: ast.AST) -> bool:
 
 
 def _parse(src: str) -> ast.Expression:
-    if not isinstance(src, str):
-        src = str(src)
+    return _parse_str(src if isinstance(src, str) else str(src))
+
+
+@lru_cache(maxsize=4096)
+def _parse_str(src: str) -> ast.Expression:
+    # cached: engines build the same formulas again and again (one Formula per step); the tree
+    # is only read (walked, evaluated, compiled), never changed
     if len(src) > MAX_LENGTH:
         raise FormulaError(f"formula too long ({len(src)} characters, at most {MAX_LENGTH}): {_show(src)}")
     try:
@@ -123,8 +128,27 @@ def _parse(src: str) -> ast.Expression:
     return tree
 
 
+@lru_cache(maxsize=4096)
+def _compile_str(src: str, label: str):
+    return compile(_parse_str(src), label, "eval")
+
+
+def _compile(src, label: str):
+    return _compile_str(src if isinstance(src, str) else str(src), label)
+
+
 def _is_array(x: Any) -> bool:
     return isinstance(x, np.ndarray)
+
+
+def _has_array(scope: Mapping[str, Any]) -> bool:
+    """Is any value a numpy array (or subclass)?  Over the distinct value types: formulas run
+    hundreds of thousands of times on environments of a dozen plain ints."""
+    types = set(map(type, scope.values()))
+    return not types <= _PLAIN_TYPES and any(issubclass(t, np.ndarray) for t in types)
+
+
+_PLAIN_TYPES = frozenset({int, bool, str, float, type(None)})
 
 
 @dataclass
@@ -161,7 +185,7 @@ class Formula:
     def eval(self, env: Mapping[str, Any]) -> Any:
         """Evaluate with Python semantics on ints/strings, elementwise on numpy arrays."""
         scope = dict(env)
-        if self._code is not None and not any(isinstance(v, np.ndarray) for v in scope.values()):
+        if self._code is not None and not _has_array(scope):
             # plain values: the formula is Python syntax with Python semantics, so it runs as
             # compiled Python code (the checked tree, once per formula); arrays need the
             # interpreter below (and/or/not/in/if become elementwise numpy operations)
@@ -188,8 +212,8 @@ class Formula:
         trees = [t for _, t in self._lets] + [self._tree]
         if any(isinstance(n, ast.LShift) for t in trees for n in ast.walk(t)):
             return None
-        lets = [(k, compile(tree, f"<formula {k}>", "eval")) for k, tree in self._lets]
-        return lets, compile(self._tree, "<formula>", "eval")
+        lets = [(k, _compile(v, f"<formula {k}>")) for k, v in dict(self.let).items()]
+        return lets, _compile(self.src, "<formula>")
 
     # -- Z3 ----------------------------------------------------------------------------
     def z3(self, env: Mapping[str, Any], width: int | None = None):

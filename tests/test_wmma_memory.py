@@ -123,6 +123,29 @@ def test_stride_below_default_gives_overlapping_cells():
     assert v.witness["index"] == 0
 
 
+@pytest.mark.parametrize("opcode,stride", [
+    (F16A, 0), (F16A, 7), (F16A, 16), ("wmma.load.c.sync.aligned.col.m32n8k16.f32", 3)])
+def test_overlap_witness_queries_give_the_optimisers_minimum(opcode, stride):
+    """The two satisfiability queries of overlap_witness certify the same pair that Z3's
+    nested minimisation (the slower reference query) finds, and the enumeration agrees."""
+    v = M.memory_view(opcode)
+    enum, zz = M.overlap_witness(v, stride)
+    ref = M._overlap_witness_optimize(v, stride)
+    assert enum == zz == ref
+    assert (ref is None) == (stride >= v.default_stride)
+
+
+def test_overlap_witness_falls_back_to_z3s_own_minimum(monkeypatch):
+    """A wrong enumeration (indices shifted) is not certified: Z3's minimum comes back, so the
+    disagreement is seen."""
+    v = M.memory_view(F16A)
+    right = M.MemoryView.index
+    monkeypatch.setattr(M.MemoryView, "index", lambda self, r, c, s: right(self, r, c, s) + (r == 0 and c == 0) * 7)
+    enum, zz = M.overlap_witness(v, 8)
+    assert zz == {"index": 8, "cells": [[0, 8], [1, 0]]}
+    assert enum != zz
+
+
 def test_omitted_stride_is_the_default():
     r = M.check_access("wmma.load.b.sync.aligned.row.m8n32k16.f16", 0)
     assert r.legal and not r.stride_given and r.stride == 32

@@ -58,6 +58,7 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -541,19 +542,29 @@ def _matrix_to_memory(view: wmem.MemoryView, mat: np.ndarray, nbytes: int, strid
     """[rows, cols] raw encodings -> memory image at `stride` (spec addresses; padding zero)."""
     n = view.footprint_elements(stride)
     flat = np.zeros(n, np.uint64)
+    idx = _cell_indices(view.opcode, stride)
     for r in range(view.rows):
         for c in range(view.cols):
-            flat[int(view.index(r, c, stride))] = int(mat[r, c])
+            flat[idx[r][c]] = int(mat[r, c])
     return pack(flat, view.elem_bits, nbytes)
 
 
 def _memory_to_matrix(view: wmem.MemoryView, mem: np.ndarray, stride: int) -> np.ndarray:
     flat = unpack(mem, view.elem_bits, view.footprint_elements(stride))
     out = np.zeros((view.rows, view.cols), np.uint64)
+    idx = _cell_indices(view.opcode, stride)
     for r in range(view.rows):
         for c in range(view.cols):
-            out[r, c] = flat[int(view.index(r, c, stride))]
+            out[r, c] = flat[idx[r][c]]
     return out
+
+
+@lru_cache(maxsize=4096)
+def _cell_indices(opcode: str, stride: int) -> tuple[tuple[int, ...], ...]:
+    """view.index(r, c, stride) of every cell, [row][col] (the simulated device asks for the same
+    form and stride once per run and lane)."""
+    view = wmem.memory_view(opcode)
+    return tuple(tuple(int(view.index(r, c, stride)) for c in range(view.cols)) for r in range(view.rows))
 
 
 def pipeline_inputs(p: Probe, seed: int) -> dict[str, np.ndarray]:
@@ -1418,10 +1429,12 @@ class SimulatedBackend:
                 buf = inputs["mem"][r * p.run_bytes:(r + 1) * p.run_bytes]
                 vals = unpack(buf, x["elem_bits"], x["buffer_elements"])
                 fields = np.zeros((LANES, E), np.uint64)
+                idx = _cell_indices(view.opcode, p.stride)
                 for lane in range(LANES):
                     for i in range(E):
                         rr, cc = divmod(int(tab[lane, i]), cols)
-                        fields[lane, i] = vals[x["pre_elements"] + int(view.index(rr, cc, p.stride))]
+                        fields[lane, i] = vals[x["pre_elements"] + (idx[rr][cc] if 0 <= rr < rows else
+                                                                    int(view.index(rr, cc, p.stride)))]
                 fb = x["reg_bits"] // x["elems_per_reg"]
                 if fb < 64:
                     fields &= np.uint64((1 << fb) - 1)
@@ -1433,10 +1446,12 @@ class SimulatedBackend:
             fields = register_fields(words[r], x["reg_bits"], x["elems_per_reg"])
             buf = mem[r * p.run_bytes:(r + 1) * p.run_bytes]
             vals = unpack(buf, x["elem_bits"], x["buffer_elements"])
+            idx = _cell_indices(view.opcode, p.stride)
             for lane in range(LANES):
                 for i in range(E):
                     rr, cc = divmod(int(tab[lane, i]), cols)
-                    vals[x["pre_elements"] + int(view.index(rr, cc, p.stride))] = fields[lane, i]
+                    vals[x["pre_elements"] + (idx[rr][cc] if 0 <= rr < rows else
+                                              int(view.index(rr, cc, p.stride)))] = fields[lane, i]
             mem[r * p.run_bytes:(r + 1) * p.run_bytes] = pack(vals, x["elem_bits"], p.run_bytes)
         del rows
         return {"mem": mem}

@@ -155,32 +155,39 @@ _TYPE_BITS = {"pred": 1, "b8": 8, "u8": 8, "s8": 8, "b16": 16, "u16": 16, "s16":
               "b64": 64, "u64": 64, "s64": 64, "f64": 64, "b128": 128, "e4m3x2": 16, "e5m2x2": 16}
 
 
+_STRING_OR_COMMENT = re.compile(r'"|//|/\*')
+
+
 def _strip_comments(text: str, path) -> str:
+    # jumps from one quote or comment opener to the next (the text between is kept as is)
     out, i, n = [], 0, len(text)
     while i < n:
-        c = text[i]
-        if c == '"':
-            j = text.find('"', i + 1)
+        m = _STRING_OR_COMMENT.search(text, i)
+        if m is None:
+            out.append(text[i:])
+            break
+        k = m.start()
+        out.append(text[i:k])
+        if m.group() == '"':
+            j = text.find('"', k + 1)
             j = n - 1 if j < 0 else j
-            out.append(text[i:j + 1])
+            out.append(text[k:j + 1])
             i = j + 1
-        elif text.startswith("//", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            i = j
-        elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            if j < 0:
-                raise PTXSyntaxError(text.count("\n", 0, i) + 1, "unterminated /* comment", path)
-            out.append(re.sub(r"[^\n]", " ", text[i:j + 2]))
-            i = j + 2
+        elif m.group() == "//":
+            j = text.find("\n", k)
+            i = n if j < 0 else j
         else:
-            out.append(c)
-            i += 1
+            j = text.find("*/", k + 2)
+            if j < 0:
+                raise PTXSyntaxError(text.count("\n", 0, k) + 1, "unterminated /* comment", path)
+            out.append(re.sub(r"[^\n]", " ", text[k:j + 2]))
+            i = j + 2
     return "".join(out)
 
 
 _LABEL = re.compile(r"\s*([$%A-Za-z_][\w$]*)\s*$")
+_SPECIAL = frozenset('\n";{}:')
+_ORDINARY = re.compile(r'[^\n";{}:]+')
 
 
 def _statements(text: str, path):
@@ -203,6 +210,14 @@ def _statements(text: str, path):
             cur.append(text[i:j + 1])
             line += text.count("\n", i, j + 1)
             i = j + 1
+            continue
+        if c not in _SPECIAL:
+            # a run of ordinary characters: kept as they are (one append, not one per character)
+            j = _ORDINARY.match(text, i).end()
+            if line0 is None and not text[i:j].isspace():
+                line0 = line
+            cur.append(text[i:j])
+            i = j
             continue
         if line0 is None and not c.isspace():
             line0 = line

@@ -165,11 +165,14 @@ def load_observed_json(path: str | Path) -> list[FragmentMap]:
     meta = doc.get("meta", {})
     out = []
     for m in doc["maps"]:
-        E = m["elements"]
+        E, cols = m["elements"], m["cols"]
         slots = [[tuple() for _ in range(E)] for _ in range(LANES)]
         for k, cell in enumerate(m["cells"]):
-            cs = [cell] if cell >= 0 else [int(x) for x in m.get("multi", {}).get(str(k), [])]
-            slots[k // E][k % E] = tuple(divmod(int(x), m["cols"]) for x in cs)
+            if cell >= 0:               # one cell (the common case, written out: files hold ~100k slots)
+                slots[k // E][k % E] = (divmod(int(cell), cols),)
+            else:
+                cs = [int(x) for x in m.get("multi", {}).get(str(k), [])]
+                slots[k // E][k % E] = tuple(divmod(int(x), cols) for x in cs)
         prov = {"device": meta.get("device"), "run": meta.get("run"), "opcode": m["opcode"], "variant": m.get("variant"),
                 "space": m.get("space"), "pointer_window": m.get("pointer_window"), "stride": m.get("stride"),
                 "stride_operand": m.get("stride_operand"), "memory_packing": meta.get("memory_packing"),
