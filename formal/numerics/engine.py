@@ -370,10 +370,17 @@ def f64_nan_select(p: FmaChain, r, ops: dict):
         return r
     if p.nan_rule != "propagate":
         raise ValueError(f"nan_rule {p.nan_rule!r}")
-    out = np.asarray(r, np.uint64)
-    for name in reversed(p.nan_priority):   # the first in priority is applied last and wins
+    return _quiet_nans(np.asarray(r, np.uint64), ops, tuple(reversed(p.nan_priority)))
+
+
+def _quiet_nans(out, ops: dict, order):
+    """``out`` with each NaN operand of ``ops`` (quieted) in its place, ``order`` naming the
+    operands with the first in priority LAST (it is applied last and wins)."""
+    for name in order:
         x = np.asarray(ops[name], np.uint64)
-        out = np.where(_f64_isnan(x), x | F64_QUIET, out)
+        nan = _f64_isnan(x)
+        if np.any(nan):
+            out = np.where(nan, x | F64_QUIET, out)
     return out
 
 
@@ -405,28 +412,30 @@ _TINY = 2.0 ** -1020
 _F64_MAX = float(numpy.finfo(numpy.float64).max)
 
 
-def _f64_factor(x):
-    """An FMA factor (uint64 codes, any shape): (m, hi, lo, e) with x = m * 2**e and |m| in
-    [1/2, 1) for finite nonzero x; m = +-0 with e = ``_ZERO_E`` for a zero; m = x (Inf, NaN)
-    otherwise.  hi + lo = m is Veltkamp's split (26 + 27 bits) for Dekker's product."""
-    xp = current()
-    m, e = xp.frexp(xp.asarray(x, xp.uint64).view(xp.float64))
-    e = xp.where(m == 0, xp.int32(_ZERO_E), e).astype(xp.int32)
+def _veltkamp(m):
+    """(m, hi, lo): Veltkamp's split hi + lo = m (26 + 27 bits) for Dekker's product
+    (exact where |m| < 2**1000; Inf and NaN give NaN halves, unused)."""
     with numpy.errstate(invalid="ignore", over="ignore"):
         s = m * 134217729.0          # 2**27 + 1
         hi = s - (s - m)
-        return m, hi, m - hi, e
+        return m, hi, m - hi
+
+
+def _f64_factor(x):
+    """An FMA factor (uint64 codes, any shape): (m, hi, lo, e) with x = m * 2**e and |m| in
+    [1/2, 1) for finite nonzero x; m = +-0 with e = ``_ZERO_E`` for a zero; m = x (Inf, NaN)
+    otherwise; hi + lo = m (:func:`_veltkamp`)."""
+    xp = current()
+    m, e = xp.frexp(xp.asarray(x, xp.uint64).view(xp.float64))
+    e = xp.where(m == 0, xp.int32(_ZERO_E), e).astype(xp.int32)
+    return _veltkamp(m) + (e,)
 
 
 def _f64_split(x):
-    """The direct tier's factor: (x, hi, lo, None), x itself with Veltkamp's split (valid
-    where |x| < 2**1000; the direct tier takes |x| in [2**-450, 2**451) only)."""
+    """The direct tier's factor: (x, hi, lo, None), x itself with :func:`_veltkamp`'s split
+    (the direct tier takes |x| in [2**-450, 2**451) only)."""
     xp = current()
-    f = xp.asarray(x, xp.uint64).view(xp.float64)
-    with numpy.errstate(invalid="ignore", over="ignore"):
-        s = f * 134217729.0
-        hi = s - (s - f)
-        return f, hi, f - hi, None
+    return _veltkamp(xp.asarray(x, xp.uint64).view(xp.float64)) + (None,)
 
 
 def _direct_ks(e):
@@ -530,11 +539,7 @@ def _fma_f64_step(a, b, c, fa, fb, mode, nan_code, prop=()):
         out = res.view(xp.uint64)
         if special is not None:
             out = xp.where(xp.isnan(res), xp.uint64(nan_code), out)
-            for name in prop:
-                x = xp.asarray({"a": a, "b": b, "c": c}[name], xp.uint64)
-                xnan = xp.isnan(x.view(xp.float64))
-                if xp.any(xnan):
-                    out = xp.where(xnan, x | F64_QUIET, out)
+            out = _quiet_nans(out, {"a": a, "b": b, "c": c}, prop)
         if redo is not None and redo[0].size:
             codes = [xp.broadcast_to(xp.asarray(x, xp.uint64), out.shape)[redo] for x in (a, b, c)]
             out[redo] = _exact_fma(*codes, mode, nan_code)
