@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from formal.catalog import parse  # noqa: E402
 from formal.evaluate import evaluate, evaluate_gemm  # noqa: E402
-from formal.hw.inputs import random_inputs  # noqa: E402
+from formal.vectors.regimes import random_inputs  # noqa: E402
 from formal.numerics import from_float64, mma_matrices  # noqa: E402
 
 FAMILIES = [

@@ -40,7 +40,7 @@ def _sha(a) -> str:
 
 
 def bench(kernel, name: str, meta: dict, records: dict | None, do_check: bool, do_run: bool) -> dict:
-    from formal.kernel.inputs import corpus_inputs
+    from formal.kernel.buffers import corpus_inputs
     from formal.kernel.spec import load_spec, raw_dtype
 
     spec = load_spec(CORPUS / meta["spec"])

@@ -10,7 +10,7 @@ Table 1 (matrix level): random normal values (integers: uniform codes), batched 
 time through ``mma_matrices``; the scalar column runs ``mma_scalar`` (Fractions) on a few.
 
 Table 2 (register level, what a hardware check runs): ``formal.evaluate.evaluate`` on
-``--warps`` warps of ``formal.inputs.random_inputs`` per form family and regime
+``--warps`` warps of ``formal.vectors.regimes.random_inputs`` per form family and regime
 (layouts, metadata and numerics included), CPU seconds of this process; the last
 column is the CPU time 10,000 warps of one form take.
 
@@ -97,7 +97,7 @@ def scalar_rate(f, regime="normal") -> float:
     """MMA/s of the scalar reference (``dot_scalar``, Fractions) on one warp of ``f``: the
     baseline the vectorised path is measured against in the same run."""
     from formal import layout, metadata
-    from formal.hw.inputs import random_inputs
+    from formal.vectors.regimes import random_inputs
     from formal.numerics import dot_scalar
 
     inp = random_inputs(f, 1, regime, 1)
@@ -123,7 +123,7 @@ def scalar_rate(f, regime="normal") -> float:
 def bench_evaluate(warps: int, regimes=("normal", "bits", "special"), scalar: bool = True):
     from formal.catalog import parse
     from formal.evaluate import evaluate
-    from formal.inputs import random_inputs
+    from formal.vectors.regimes import random_inputs
 
     print(f"\nRegister level: formal.evaluate.evaluate, arch=sm_90, {warps} warps per batch, one core (CPU time)")
     print("Goal (issue 14): >= 20,000 MMA/s in the normal regime (sparse >= 10,000), every regime within 2x of that.")
@@ -176,7 +176,7 @@ def all_forms():
 def _form_call(f, warps: int, regime: str, seed: int = 1):
     """A no-argument call evaluating ``warps`` instances of form ``f`` on inputs of ``regime``."""
     from formal.evaluate import evaluate, evaluate_matrices
-    from formal.inputs import random_elements, random_inputs
+    from formal.vectors.regimes import random_elements, random_inputs
 
     if f.family == "wmma.mma":
         M, N, K = f.mnk

@@ -32,7 +32,7 @@ def bench_algebra(repeat: int) -> list[tuple]:
     from formal import algebra as alg
     from formal.transform import triton
     from formal.layout import fragment
-    from formal.transform import cute_tv, sparse
+    from formal.transform import cute, sparse
 
     F = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
     a = alg.from_formulas([("lane", 32), ("reg", 4), ("elem", 2)], [("row", 16), ("col", 16)],
@@ -46,7 +46,7 @@ def bench_algebra(repeat: int) -> list[tuple]:
         ("equals (A vs its table)", lambda: a.equals(a.table())),
         ("is_linear (A fragment)", lambda: alg.is_linear(a)),
         ("Triton export (spec A)", lambda: triton.export(fragment(F, "a"))),
-        ("CuTe export (spec A)", lambda: cute_tv.export(fragment(F, "a"))),
+        ("CuTe export (spec A)", lambda: cute.export(fragment(F, "a"))),
         ("sparse A relation (14 proofs)", lambda: sparse.prove_all("mma.sp.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32")),
     ]
     rows = []

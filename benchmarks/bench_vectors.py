@@ -39,7 +39,7 @@ def main() -> int:
     ap.add_argument("--random", type=int, default=512, help="random warps for the random-only rate (default 512)")
     ap.add_argument("--families", default=None, help="comma list of families (default: all)")
     args = ap.parse_args()
-    from formal import coverage
+    from formal.vectors import coverage
     from formal.vectors import generate
 
     fams = FAMILIES if not args.families else {k: FAMILIES[k] for k in args.families.split(",")}

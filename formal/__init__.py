@@ -7,7 +7,7 @@ The PTX content lives in ``specs/*.toml``; this package is the engine.  Entry po
   :func:`audit_layout` (in ``formal.prove``, with the proofs)
 * sparse metadata (``formal.metadata``): :func:`compress`, :func:`decompress`
 * evaluation (``formal.evaluate``): :func:`evaluate`, :func:`evaluate_matrices`
-* vectors and model audits (``formal.vectors``, ``formal.audit``): :func:`audit`
+* vectors and model audits (``formal.vectors``; ``formal.audit`` is ``formal.vectors.audit``): :func:`audit`
 * layout transformations (``formal.transform``): :func:`prove_transform`
 * wmma memory semantics (``formal.wmma``)
 
@@ -44,7 +44,7 @@ _LAZY = {
     "decompress": ("formal.metadata", "decompress"),
     "UndefinedBehavior": ("formal.metadata", "UndefinedBehavior"),
     "prove_transform": ("formal.transform", "prove_transform"),
-    "audit": ("formal.audit", "audit"),
+    "audit": ("formal.vectors.audit", "audit"),
 }
 
 

@@ -17,7 +17,7 @@ with undefined behaviour raised as :class:`formal.metadata.UndefinedBehavior`).
 PTX leaves wmma fragments unspecified).
 
 Inputs are strict (:class:`EvalError`, a ValueError, one line naming the argument):
-encodings and register bits must fit their width (``formal.codes``: an f16 of 0x13C00 or
+encodings and register bits must fit their width (``formal.numerics.codes``: an f16 of 0x13C00 or
 an s8 of 300 is an error, never truncated); signed integer arrays are read as bit
 patterns (an ``int16`` -1 is the f16 0xFFFF); a 2-D argument is one instance and every
 batch size must match (nothing is broadcast); ``e``/``sel`` belong to ``mma.sp`` only,
@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from .catalog import Form, legality, parse
-from .codes import as_codes, as_int
+from .numerics.codes import as_codes, as_int
 from .specdata import load_spec
 
 
@@ -92,7 +92,7 @@ def _numerics_kw(form: Form, arch: str) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------------
 # input validation: the one place user arrays enter the evaluator.  Encodings follow
-# formal.codes (an out-of-width value is an error, signed arrays are bit patterns);
+# formal.numerics.codes (an out-of-width value is an error, signed arrays are bit patterns);
 # every batch axis must agree; e/sel belong to mma.sp only; scales to block-scaled forms.
 
 def _batched(name: str, x: Any, shape: tuple[int, ...], what: str) -> np.ndarray:

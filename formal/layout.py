@@ -29,7 +29,7 @@ register files to and from matrices (vectorised; the evaluator's hot path).
 
 Layouts can also be built from a user's formulas (:meth:`Layout.from_formulas`), a Python
 function (:meth:`Layout.from_function`), a table (:meth:`Layout.from_table`) or a CuTe
-thread-value layout (``formal.cute``), and audited against the spec with
+thread-value layout (``formal.transform.cute``), and audited against the spec with
 :func:`formal.prove.audit_layout`.
 
 The module knows no PTX facts: every formula, matrix shape and element count comes from

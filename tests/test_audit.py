@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import formal
-import formal.audit
+import formal.vectors.audit
 from formal import layout
 from formal.evaluate import evaluate
 from formal.numerics import get_model, mma_matrices
@@ -59,18 +59,18 @@ def sp_vectors():
 
 def test_correct_models_pass(f16_vectors, sat_vectors, sp_vectors):
     for vs in (f16_vectors, sat_vectors, sp_vectors):
-        rep = formal.audit(vs.opcode, reference, vectors=vs)
+        rep = formal.vectors.audit(vs.opcode, reference, vectors=vs)
         assert rep.ok and rep.caught_by == [] and rep.vectors.cases == len(vs), rep.table()
     # the same arithmetic written by a "simulator" through layouts + the numerics engine
-    rep = formal.audit(F16, model_with_arith(SM90, "sim"), vectors=f16_vectors)
+    rep = formal.vectors.audit(F16, model_with_arith(SM90, "sim"), vectors=f16_vectors)
     assert rep.ok
 
 
 def test_audit_is_callable_as_module_and_function(f16_vectors):
-    from formal.audit import audit
+    from formal.vectors.audit import audit
 
-    assert callable(formal.audit)
-    assert formal.audit(F16, reference, vectors=f16_vectors).ok
+    assert callable(formal.vectors.audit)
+    assert formal.vectors.audit(F16, reference, vectors=f16_vectors).ok
     assert audit(F16, reference, vectors=f16_vectors).ok
 
 
@@ -82,7 +82,7 @@ def test_audit_is_callable_as_module_and_function(f16_vectors):
 def rn_report(f16_vectors):
     """The audit of a round-to-nearest mutant (asserted on, and rendered, below)."""
     bad = model_with_arith(SM90.replace_path("f16.f32", rounding="rn"), "rn_instead_of_rz")
-    return formal.audit(F16, bad, vectors=f16_vectors)
+    return formal.vectors.audit(F16, bad, vectors=f16_vectors)
 
 
 def test_mutant_round_to_nearest_instead_of_truncation(rn_report):
@@ -96,7 +96,7 @@ def test_mutant_round_to_nearest_instead_of_truncation(rn_report):
 
 def test_mutant_wrong_nan_encoding(f16_vectors):
     bad = model_with_arith(SM90.replace_path("f16.f32", nan_bits=0x7FC00000), "canonical_qnan")
-    rep = formal.audit(F16, bad, vectors=f16_vectors)
+    rep = formal.vectors.audit(F16, bad, vectors=f16_vectors)
     assert not rep.ok
     assert {"nan_in:a", "nan_in:b", "nan_in:c", "inf_times_zero", "inf_minus_inf", "inf_minus_inf_c"} <= \
         set(rep.caught_by)
@@ -108,7 +108,7 @@ def test_mutant_satfinite_ignored(sat_vectors):
 
     def bad(opcode, a, b, c):
         return evaluate(wrap, a, b, c)          # same operands, wrap-around instead of clamping
-    rep = formal.audit(S8SAT, bad, vectors=sat_vectors)
+    rep = formal.vectors.audit(S8SAT, bad, vectors=sat_vectors)
     assert not rep.ok
     assert {"int_sat_hi", "int_sat_lo"} <= set(rep.caught_by)
     assert "int_at_max" not in rep.caught_by and "layout:a" not in rep.caught_by
@@ -119,7 +119,7 @@ def test_mutant_metadata_indices_swapped(sp_vectors):
         e = np.asarray(e, np.uint32)
         swapped = ((e & 0x33333333) << 2) | ((e >> 2) & 0x33333333)    # idx0 <-> idx1 in every nibble
         return evaluate(opcode, a, b, c, e=swapped.astype(np.uint32), sel=sel)
-    rep = formal.audit(SP, bad, vectors=sp_vectors)
+    rep = formal.vectors.audit(SP, bad, vectors=sp_vectors)
     assert not rep.ok
     pairs = [p for p in rep.caught_by if p.startswith("metadata_pair:")]
     from formal.metadata import meta
@@ -132,7 +132,7 @@ def test_mutant_one_lane_layout_wrong(f16_vectors):
         a = np.array(a, copy=True)
         a[:, [5, 6]] = a[:, [6, 5]]            # lane 5 reads the A fragment of lane 6 and vice versa
         return evaluate(opcode, a, b, c)
-    rep = formal.audit(F16, bad, vectors=f16_vectors)
+    rep = formal.vectors.audit(F16, bad, vectors=f16_vectors)
     assert not rep.ok
     assert "layout:a" in rep.caught_by
     assert "layout:c" not in rep.caught_by                  # C is read correctly
@@ -142,13 +142,13 @@ def test_model_errors_are_reported(f16_vectors):
     def crashes(opcode, a, b, c):
         raise RuntimeError("simulator fault")
 
-    rep = formal.audit(F16, crashes, vectors=f16_vectors)
+    rep = formal.vectors.audit(F16, crashes, vectors=f16_vectors)
     assert not rep.ok and "simulator fault" in rep.errors[0]
 
     def wrong_shape(opcode, a, b, c):
         return np.zeros((1, 32, 4), np.uint32)
 
-    rep = formal.audit(F16, wrong_shape, vectors=f16_vectors)
+    rep = formal.vectors.audit(F16, wrong_shape, vectors=f16_vectors)
     assert not rep.ok and "shape" in rep.errors[0]
 
 
@@ -158,7 +158,7 @@ def test_arch_passed_when_accepted(f16_vectors):
     def model(opcode, a, b, c, arch=None):
         seen["arch"] = arch
         return evaluate(opcode, a, b, c, arch=arch)
-    assert formal.audit(F16, model, vectors=f16_vectors).ok and seen["arch"] == "sm_90"
+    assert formal.vectors.audit(F16, model, vectors=f16_vectors).ok and seen["arch"] == "sm_90"
 
 
 def test_report_renders(rn_report):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from formal import evaluate
-from formal.audit import distinguishing_vectors, identify
+from formal.vectors.audit import distinguishing_vectors, identify
 from formal.cli import main
 from formal.vectors import distinguish as X
 
@@ -162,7 +162,7 @@ def test_another_architecture_is_named_as_the_root_cause(op):
     def like_sm80(opcode, a, b, c, e=None, sel=None):
         return evaluate(opcode, a, b, c, e=e, sel=sel, arch="sm_80")
 
-    rep = formal.audit(op, like_sm80, count=0, coverage=["mechanisms"])
+    rep = formal.vectors.audit(op, like_sm80, count=0, coverage=["mechanisms"])
     assert not rep.ok and rep.failed_elements > 0
     assert [g["cause"] for g in rep.causes] == ["arch:sm_80"]
     assert rep.witnesses and all(w.reduced and 1 <= w.reduced["terms"] <= w.terms for w in rep.witnesses)

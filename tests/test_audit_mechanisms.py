@@ -23,7 +23,7 @@ def _vectors(op, seed):
 
 
 def _check(name, op, model, point, max_terms, seed):
-    rep = formal.audit(op, model, vectors=_vectors(op, seed))
+    rep = formal.vectors.audit(op, model, vectors=_vectors(op, seed))
     assert not rep.ok and not rep.errors, name
     assert point in rep.caught_by, (name, seed, rep.caught_by)
     # an element witness at the point, reduced to few terms, still failing
@@ -60,7 +60,7 @@ def test_correct_model_passes_the_mechanism_vectors():
     from wrong_models import BF16, regs_model
     from formal.numerics.archs import SM90
 
-    rep = formal.audit(BF16, regs_model(SM90, "right"), vectors=_vectors(BF16, 0))
+    rep = formal.vectors.audit(BF16, regs_model(SM90, "right"), vectors=_vectors(BF16, 0))
     assert rep.ok and rep.failed_elements == 0 and not rep.witnesses
 
 

@@ -12,8 +12,8 @@ import pytest
 import z3
 
 import formal
-from formal.audit import SymbolicModel, audit, symbolic_search, z3_model
-from formal.inputs import random_elements
+from formal.vectors.audit import SymbolicModel, audit, symbolic_search, z3_model
+from formal.vectors.regimes import random_elements
 from formal.numerics import dot_terms, get_model
 from formal.vectors import z3num as Z
 from formal.vectors.draft import numerics_kw

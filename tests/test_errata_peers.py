@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from formal import atom, cute
+from formal.transform import atom, cute
 from formal.layout import LayoutError
 from formal.prove import audit_layout as audit
 from formal.specdata import load_spec

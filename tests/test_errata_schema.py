@@ -117,7 +117,7 @@ def _sass(ptx_body: str, arch: str = "sm_80") -> list[str]:
     import os
     import subprocess
     import tempfile
-    from formal import ptxas as P
+    from formal.catalog import ptxas as P
     px = P.find("13.0")
     with tempfile.TemporaryDirectory() as d:
         src, cub = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
@@ -133,7 +133,7 @@ def _sass(ptx_body: str, arch: str = "sm_80") -> list[str]:
 
 
 def _have_tools():
-    from formal import ptxas as P
+    from formal.catalog import ptxas as P
     return P.find("13.0") is not None and _cuobjdump() is not None
 
 

@@ -162,8 +162,8 @@ def cheap_engines():
     import formal.metadata
     import formal.metadata.proofs
     import formal.prove
-    import formal.ptxas
-    import formal.ptxas_sweep
+    import formal.catalog.ptxas
+    import formal.catalog.sweep
     import formal.transform
     import formal.vectors
     import formal.wmma.alignment
@@ -188,7 +188,7 @@ def cheap_engines():
 
     with pytest.MonkeyPatch.context() as mp:
         for mod, name in [(formal.metadata, "scan"), (formal.metadata.proofs, "all_obligations"),
-                          (formal.ptxas_sweep, "sweep"), (formal.ptxas, "assemble"),
+                          (formal.catalog.sweep, "sweep"), (formal.catalog.ptxas, "assemble"),
                           (formal.wmma.theorems, "run_all"), (formal.wmma.alignment, "write_survey"),
                           (formal.wmma.maps, "properties"), (formal.transform, "library"),
                           (cli_layout, "all_figures")]:

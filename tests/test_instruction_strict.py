@@ -1,6 +1,6 @@
 """Whole instructions are checked the way ptxas checks them.
 
-A table of instruction lines (registers of the pool of ``formal.ptxas.module_text``:
+A table of instruction lines (registers of the pool of ``formal.catalog.ptxas.module_text``:
 ``%r0..63`` .b32, ``%fd0..31`` .f64, ``%rl0..7`` .b64) with the catalog's verdict:
 legal (exit 0), illegal with a rule (exit 1) or malformed (exit 2).  Without ptxas the
 catalog and the CLI are held to the table; with ptxas 13.0 (tests marked ``ptxas``) every
@@ -19,7 +19,7 @@ from contextlib import redirect_stderr, redirect_stdout
 import pytest
 
 from formal import catalog as cat
-from formal import ptxas as P
+from formal.catalog import ptxas as P
 from formal.cli import main
 
 D4, A4, B2, C4 = "{%r0, %r1, %r2, %r3}", "{%r4, %r5, %r6, %r7}", "{%r8, %r9}", "{%r10, %r11, %r12, %r13}"

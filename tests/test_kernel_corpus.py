@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from formal.hw.kernel_launch import entry_params
-from formal.kernel.inputs import contract_reference, corpus_inputs, decompress_2of4
+from formal.kernel.buffers import contract_reference, corpus_inputs, decompress_2of4
 from formal.kernel.spec import load_spec, raw_dtype
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,7 +103,7 @@ def test_sparse_inputs_are_legal_2of4():
 
 def test_contract_reference_tells_right_from_wrong():
     from formal.numerics.formats import from_float64
-    from formal.kernel.inputs import decode
+    from formal.kernel.buffers import decode
     _, spec, _ = corpus("tri_f16_at_sm80_w4")            # C = A.T @ B
     inp = corpus_inputs(spec, 0)
     a, b = decode(inp["A"], "f16"), decode(inp["B"], "f16")

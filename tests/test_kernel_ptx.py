@@ -3,7 +3,7 @@
 import pytest
 
 from formal import kernel
-from formal.kernel.ptx import Addr, Imm, Pair, Reg, Sym, Vec
+from formal.kernel.parse import Addr, Imm, Pair, Reg, Sym, Vec
 
 MODULE = r"""
 //

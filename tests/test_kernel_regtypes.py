@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from formal import catalog, kernel
-from formal import ptxas as P
+from formal.catalog import ptxas as P
 from formal.specdata import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -142,7 +142,7 @@ def test_corpus_fragment_registers_are_legal():
 def test_table_accepts_every_form_type_and_only_its_width():
     """Each entry lists the fragment's own register type (.f16x2, .b32, .f32, .s32, .f64) and
     only registers of the fragment's width: the sweep cannot have recorded garbage."""
-    from formal.kernel.ptx import _TYPE_BITS
+    from formal.kernel.parse import _TYPE_BITS
     table = load_spec("operand_registers")["accepted"]
     seen = set()
     for target, ptx in (("sm_90a", "8.7"), ("sm_120a", "8.8")):

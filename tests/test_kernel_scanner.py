@@ -1,4 +1,4 @@
-"""The PTX scanner (formal.kernel.ptx._strip_comments / _statements) against a reference that
+"""The PTX scanner (formal.kernel.parse._strip_comments / _statements) against a reference that
 reads one character at a time (the scanner's earlier form, kept here): the same output, errors
 included, on every module of the corpus and on random texts made of the characters that matter."""
 
@@ -8,8 +8,8 @@ import random
 import re
 from pathlib import Path
 
-from formal.kernel import ptx as P
-from formal.kernel.ptx import PTXSyntaxError
+from formal.kernel import parse as P
+from formal.kernel.parse import PTXSyntaxError
 
 _LABEL = P._LABEL
 ROOT = Path(__file__).resolve().parent.parent

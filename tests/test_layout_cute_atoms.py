@@ -23,7 +23,7 @@ from contextlib import redirect_stderr, redirect_stdout
 
 import pytest
 
-from formal import cute
+from formal.transform import cute
 from formal.cli import main
 from formal.layout import LayoutError, param_space
 from formal.prove import audit_layout as audit

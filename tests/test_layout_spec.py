@@ -6,7 +6,7 @@ expressions over (lane, i), with the packing (register, bit offset) of each elem
 Our specs/fragments_mma*.toml are a separate transcription written the way the ISA writes
 them (conditionals, groupID).  Two transcriptions agreeing on every (lane, i) of every
 documented form and operand is the check; the reference's CuTe TV layouts are a third
-(audited through formal.cute).
+(audited through formal.transform.cute).
 
 The reference is third-party data: it is read, never imported or copied.
 """
@@ -209,7 +209,7 @@ def _fmt(x) -> str:
 
 def test_reference_cute_layouts_audit_equal_to_the_spec():
     """The reference's CuTe TV layouts (a third transcription) are proved equal to the spec."""
-    from formal import cute
+    from formal.transform import cute
 
     ref = _ref()
     audited: dict[tuple, str] = {}

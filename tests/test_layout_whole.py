@@ -1,6 +1,6 @@
 """Whole layouts as users' tools print them: Triton encodings and linear layouts over a CTA
-tile, cut into instruction tiles and audited (formal.triton.audit_whole, `layout audit --triton`),
-and atom-level equivalence up to shared permutations (formal.atom, `layout audit-atom`)."""
+tile, cut into instruction tiles and audited (formal.transform.triton.audit_whole, `layout audit --triton`),
+and atom-level equivalence up to shared permutations (formal.transform.atom, `layout audit-atom`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from contextlib import redirect_stderr, redirect_stdout
 
 import pytest
 
-from formal import atom, cute, triton as T
+from formal.transform import atom, cute, triton as T
 from formal.cli import main
 from formal.layout import LayoutError
 

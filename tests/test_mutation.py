@@ -16,7 +16,7 @@ from typing import Callable
 import pytest
 
 from formal import catalog as cat
-from formal import cute
+from formal.transform import cute
 from formal import layout as L
 from formal import prove as P
 

@@ -18,7 +18,7 @@ import pytest
 from formal import layout, metadata
 from formal.catalog import parse
 from formal.evaluate import evaluate
-from formal.hw.inputs import random_inputs
+from formal.vectors.regimes import random_inputs
 from formal.numerics import dot_scalar, dot_terms
 from formal.numerics import engine as E
 from formal.numerics.formats import all_codes, convert, decode, decode_converted, encode, get_format
@@ -70,7 +70,7 @@ def test_dot_terms_on_broadcast_views_equals_materialised(op):
 
 
 def _f64_codes(rng, regime, n):
-    from formal.hw.inputs import random_elements
+    from formal.vectors.regimes import random_elements
 
     return np.asarray(random_elements(rng, "f64", n, regime), np.uint64)
 
@@ -147,7 +147,7 @@ def test_f64_chain_is_the_exact_fma_chain(mode, creg, monkeypatch):
                                        ("f32", "f16", "f16")])
 @pytest.mark.parametrize("nan_code", [None, 0x7FFF_FFFF])
 def test_float_final_add_is_the_exact_rounding(xt, yt, out, nan_code):
-    from formal.hw.inputs import random_elements
+    from formal.vectors.regimes import random_elements
 
     rng = np.random.default_rng(7)
     xs, ys = [], []

@@ -14,7 +14,7 @@ import pytest
 import formal
 from formal.cli import main
 from formal.evaluate import EvalError, evaluate
-from formal.hw.inputs import random_inputs
+from formal.vectors.regimes import random_inputs
 from formal.numerics import DeviceUnavailable, from_float64, mma_matrices
 from formal.catalog import parse
 

@@ -4,7 +4,7 @@
 ``tests/data/README.md``) for 292 warps of 96 batches: every path the first sm_90 model
 got wrong (m8n8k4 .f16 on the FMA pipe, fp8 m16n8k16, f64 NaN payloads) and the
 special-value regimes of the other paths.  Inputs are regenerated from the recorded
-seeds with ``formal.inputs.random_inputs`` (their SHA-256 must equal the capture's)
+seeds with ``formal.vectors.regimes.random_inputs`` (their SHA-256 must equal the capture's)
 and evaluated with ``formal.evaluate.evaluate``; every register must match bit for bit.
 A second test checks that the slice still *refutes* the alternatives it was chosen
 against, so it stays evidence and not just a regression snapshot.
@@ -20,7 +20,7 @@ import pytest
 from formal.catalog import parse
 from formal.evaluate import evaluate
 from formal.hw.capture import input_digest
-from formal.inputs import random_inputs
+from formal.vectors.regimes import random_inputs
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "numerics_hw_slice.npz")
 

@@ -1,4 +1,4 @@
-"""formal.ptxas (the assembler driver) and formal.ptxas_sweep (catalog vs ptxas).
+"""formal.catalog.ptxas (the assembler driver) and formal.catalog.sweep (catalog vs ptxas).
 
 * The driver's decision procedure is tested against a scripted fake ptxas (no ptxas
   needed): errors are attributed by line, messages from ptxas's own helper code are not,
@@ -21,8 +21,8 @@ import pytest
 
 from formal import catalog as cat
 from formal import legality, parse
-from formal import ptxas as P
-from formal import ptxas_sweep as S
+from formal.catalog import ptxas as P
+from formal.catalog import sweep as S
 from formal.cli import main
 
 FOUND = P.installations()

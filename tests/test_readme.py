@@ -61,7 +61,7 @@ def test_console_example(cmd, expected, workdir):
         build_parser().parse_args(argv[1:])        # a real subcommand with valid options
         return
     if "needs ptxas" in note:
-        from formal import ptxas
+        from formal.catalog import ptxas
         if not ptxas.installations():
             pytest.skip("no ptxas found")
     buf = io.StringIO()
@@ -107,7 +107,7 @@ def test_python_example():
     exec(compile(code[0], "README.md", "exec"), ns)
     assert ns["d"].shape == (1, 32, 4) and ns["D"].shape == (1, 16, 8)
     ns = {}
-    exec(compile(code[1], "README.md", "exec"), ns)      # `import formal.strategies` and a property test
+    exec(compile(code[1], "README.md", "exec"), ns)      # `import formal.vectors.strategies` and a property test
     assert callable(ns["test_my_mma"])
 
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import formal
-from formal import strategies as fs
+from formal.vectors import strategies as fs
 from formal.evaluate import evaluate, evaluate_matrices
 from formal.numerics.formats import decode, get_format, to_float64
 

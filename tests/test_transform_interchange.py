@@ -7,7 +7,7 @@ import pytest
 from formal import algebra as alg
 from formal.transform import triton
 from formal.layout import fragment
-from formal.transform import cute_tv, prove_transform, registers, sparse
+from formal.transform import cute, prove_transform, registers, sparse
 from formal.transform.recipe import endpoint
 
 F16 = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
@@ -67,27 +67,27 @@ def test_triton_export_refuses_nonlinear():
 #   ALayout ((4,8),(2,2,2)):((32,1),(16,8,128))   BLayout ((4,8),(2,2)):((16,1),(8,64)) [N x K]
 #   CLayout = SM80_16x8_Row ((4,8),(2,2)):((32,1),(16,8))
 def test_cute_export_literal():
-    assert cute_tv.export(fragment(F16, "a")) == "((4,8),(2,2,2)):((32,1),(16,8,128))"
-    assert cute_tv.export(fragment(F16, "b"), transpose=True) == "((4,8),(2,2)):((16,1),(8,64))"
-    assert cute_tv.export(fragment(F16, "c")) == "((4,8),(2,2)):((32,1),(16,8))"
+    assert cute.export(fragment(F16, "a")) == "((4,8),(2,2,2)):((32,1),(16,8,128))"
+    assert cute.export(fragment(F16, "b"), transpose=True) == "((4,8),(2,2)):((16,1),(8,64))"
+    assert cute.export(fragment(F16, "c")) == "((4,8),(2,2)):((32,1),(16,8))"
 
 
 def test_cute_export_imports_back_through_formal_cute():
-    cute = pytest.importorskip("formal.cute")
+    cute = pytest.importorskip("formal.transform.cute")
     for op in "abc":
         lay = fragment(F16, op)
-        s = cute_tv.export(lay, transpose=op == "b")
+        s = cute.export(lay, transpose=op == "b")
         back = cute.from_cute(s, F16, op)
         from formal.transform.spaces import LayoutMap
         assert LayoutMap(back).equals(LayoutMap(lay)).status == "proved"
 
 
 def test_cute_parse_and_its_errors():
-    assert cute_tv.parse("((4,8),(2,2,2)):((32,1),(16,8,128))") == (((4, 8), (2, 2, 2)), ((32, 1), (16, 8, 128)))
-    assert cute_tv.parse("Layout<Shape<_32,_4>, Stride<_1,_32>>") == ((32, 4), (1, 32))
+    assert cute.parse("((4,8),(2,2,2)):((32,1),(16,8,128))") == (((4, 8), (2, 2, 2)), ((32, 1), (16, 8, 128)))
+    assert cute.parse("Layout<Shape<_32,_4>, Stride<_1,_32>>") == ((32, 4), (1, 32))
     for bad in ("(4,8)", "((4,8):((1,4)", "(4,8):(1,(2,4))", "(4,8):(1,4)x"):
-        with pytest.raises(cute_tv.CuteError):
-            cute_tv.parse(bad)
+        with pytest.raises(cute.CuteError):
+            cute.parse(bad)
 
 
 def test_cute_endpoint_in_a_recipe():
@@ -105,8 +105,8 @@ def test_cute_endpoint_in_a_recipe():
 def test_cute_export_refuses_swizzle():
     m = alg.from_formulas([("lane", 32), ("reg", 1), ("elem", 2)], [("row", 8), ("col", 8)],
                           {"row": "lane >> 2", "col": "(2 * (lane & 3) + elem) ^ (lane >> 2)"})
-    with pytest.raises(cute_tv.CuteError):
-        cute_tv.export(m)
+    with pytest.raises(cute.CuteError):
+        cute.export(m)
 
 
 # ---- sparse -------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from formal import coverage as cov
+from formal.vectors import coverage as cov
 from formal.vectors import generate, read, write
 from formal.vectors.build import digest
 
@@ -22,7 +22,7 @@ COV = ["subnormal", "alignment", "cancellation", "overflow", "mechanisms", "rand
 SCRIPT = f"""
 import json, sys
 COV = {COV!r}
-from formal import coverage as cov
+from formal.vectors import coverage as cov
 from formal.vectors import generate
 out = {{}}
 for op in sys.argv[1:]:

@@ -27,7 +27,7 @@ SMALL = ["wmma.load.a.sync.aligned.row.m16n16k16.s8", "wmma.store.d.sync.aligned
 
 def _ptxas():
     try:
-        from formal import ptxas
+        from formal.catalog import ptxas
         p = ptxas.find("13.0") or ptxas.find()
         if p is not None:
             return p.path

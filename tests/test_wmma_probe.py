@@ -26,7 +26,7 @@ PIPES = W.pipeline_probes()
 
 def _ptxas():
     try:
-        from formal import ptxas
+        from formal.catalog import ptxas
         p = ptxas.find()
         if p is not None:
             return p.path

@@ -6,7 +6,7 @@
 
 RUN_DIR holds ``manifest.json`` (per batch: opcode, sel, regime, seed, warps, input
 digest) and ``outputs*.npz`` (the GPU's D registers per batch key).  Every batch's
-inputs are regenerated with ``formal.inputs.random_inputs`` and checked against the
+inputs are regenerated with ``formal.vectors.regimes.random_inputs`` and checked against the
 recorded SHA-256 digest, then evaluated with ``formal.evaluate.evaluate`` (register
 level) and compared with the captured registers.
 
@@ -64,7 +64,7 @@ def compare_batch(case: dict, got: np.ndarray, arch: str = "sm_90", examples: in
     from formal.catalog import parse
     from formal.evaluate import evaluate
     from formal.hw.capture import input_digest
-    from formal.inputs import random_inputs
+    from formal.vectors.regimes import random_inputs
 
     form = parse(case["opcode"])
     inp = random_inputs(form, case["warps"], case["regime"], case["seed"])
@@ -114,7 +114,7 @@ def hypotheses_run(run_dir: str, filt: str = "") -> dict:
     """{path: {alternative: {"registers": n wrong, "batches": n, "of": total registers}}}."""
     import formal.evaluate as ev
     from formal.catalog import parse
-    from formal.inputs import random_inputs
+    from formal.vectors.regimes import random_inputs
     from formal.numerics import MODELS
     from formal.numerics.fit import sm90_alternatives
 
@@ -155,7 +155,7 @@ def hw_check_replay(path: str, filt: str = "", baseline=None) -> dict:
     import formal.evaluate as ev
     from formal.catalog import parse
     from formal.hw.check import _seed
-    from formal.inputs import random_inputs
+    from formal.vectors.regimes import random_inputs
     from formal.numerics import MODELS
     from formal.numerics.fit import run1_fit
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from formal.hw.capture import capture
 from formal.hw.check import all_cases
-from formal.inputs import REGIMES
+from formal.vectors.regimes import REGIMES
 
 
 def main(out):

@@ -88,9 +88,9 @@ def step_selector(out, gpu):
 
     from formal.catalog import parse
     from formal.evaluate import evaluate
-    from formal.inputs import random_inputs
+    from formal.vectors.regimes import random_inputs
     from formal.hw.kernels import Case
-    from formal.ptx import Immediates
+    from formal.catalog.text import Immediates
 
     res = []
     for op in ("mma.sp.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32",

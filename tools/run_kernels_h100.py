@@ -4,7 +4,7 @@ On the device:   python3 tools/run_kernels_h100.py --out $OUT            # seeds
 Here (no GPU):   python3 tools/run_kernels_h100.py --out /tmp/x --dry-run # everything but the launch
 Import:          python3 tools/run_kernels_h100.py --import DIR           # -> proofs/evidence/
 
-Inputs are ``corpus_inputs(spec, seed)`` (formal.kernel.inputs), so anyone can regenerate them;
+Inputs are ``corpus_inputs(spec, seed)`` (formal.kernel.buffers), so anyone can regenerate them;
 their sha256 is recorded to prove it.  Each launch also evaluates the spec's contracts in float64
 (``contract_reference``) as a sanity check of the kernel itself.  One failing kernel is recorded
 as an error and does not stop the others.
@@ -55,7 +55,7 @@ def main(argv=None) -> int:
     if args.imp:
         return import_records(Path(args.imp))
 
-    from formal.kernel.inputs import contract_reference, corpus_inputs
+    from formal.kernel.buffers import contract_reference, corpus_inputs
     from formal.kernel.spec import load_spec
 
     manifest = json.loads((CORPUS / "manifest.json").read_text())

@@ -53,7 +53,7 @@ def _contained(fn, name: str):
 
 
 def cmd_audit(args) -> int:
-    from .. import audit as A
+    from ..vectors import audit as A
 
     form = parse(args.opcode)
     if form.family not in ("mma", "mma.sp", "wmma.mma"):

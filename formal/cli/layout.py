@@ -191,7 +191,7 @@ def _figure(form: cat.Form, op: str, lay: L.Layout) -> str:
     if e is not None:
         cap = f"spec entry {e.id}; PTX ISA {e.section}" + (f" ({e.figure})" if e.figure else "") + \
               f"; {lay.nregs} x .b{lay.reg_bits} per lane, {lay.epr} element(s) per register"
-    from ..draw import layout_svg
+    from .draw import layout_svg
 
     return layout_svg(lay, op, title=title, caption=cap)
 
@@ -236,7 +236,7 @@ def _load_python(spec: str):
 
 
 def cmd_audit(args, opcode: str) -> int:
-    from .. import cute
+    from ..transform import cute
 
     if args.triton:
         return cmd_audit_triton(args, opcode)
@@ -314,7 +314,7 @@ def _text_or_file(value: str, flag: str) -> str:
 
 def cmd_audit_triton(args, opcode: str | None) -> int:
     """Audit every instruction tile of a whole Triton layout."""
-    from .. import triton
+    from ..transform import triton
 
     extra = [x for x in (args.cute, args.table, args.formula, args.python) if x]
     if extra:
@@ -363,7 +363,7 @@ ATOM_KINDS = ("cute", "table", "formula", "python", "triton", "spec")
 
 def operand_layout(form, op: str, text: str, args=None):
     """A layout of (form, op) from ``KIND:LAYOUT`` (the audit-atom spelling), or None for 'spec'."""
-    from .. import cute, triton
+    from ..transform import cute, triton
 
     kind, _, body = text.partition(":")
     kind = kind.strip().lower()
@@ -403,7 +403,7 @@ def operand_layout(form, op: str, text: str, args=None):
 
 
 def cmd_audit_atom(args, opcode: str) -> int:
-    from .. import atom
+    from ..transform import atom
 
     form = cat.parse(opcode)
     given, lays = {}, {}
@@ -444,7 +444,7 @@ def cmd_audit_atom(args, opcode: str) -> int:
 
 def cmd_audit_metadata(args, form) -> int:
     """CuTe's ELayout against the spec's sparse metadata layout."""
-    from .. import cute
+    from ..transform import cute
 
     if not args.cute:
         raise InputError("--operand e (sparse metadata) is audited from a CuTe ELayout: give --cute")
@@ -466,7 +466,7 @@ def cmd_audit_metadata(args, form) -> int:
 
 def cmd_audit_scale_all(args, form, op: str) -> int:
     """A CuTe scale-factor layout holds for every legal (byte-id, thread-id): audit each."""
-    from .. import cute
+    from ..transform import cute
     from ..prove import audit_layout
 
     out, worst = [], "proved"
@@ -492,7 +492,7 @@ def cmd_audit_scale_all(args, form, op: str) -> int:
 
 
 def cmd_audit_cute_tiled(args, opcode: str) -> int:
-    from .. import cute
+    from ..transform import cute
 
     if not (args.cute and args.operand):
         raise InputError("--cute-tile needs --cute TV and --operand")

@@ -129,9 +129,9 @@ def cmd_explain(args) -> int:
 
 def _svg(fm, sel: int, rows: list[dict], path: str) -> None:
     try:
-        from ..draw import Cell, Panel, lane_color, svg
+        from .draw import Cell, Panel, lane_color, svg
     except ImportError:
-        raise InputError("--svg needs formal/draw.py, which is not available") from None
+        raise InputError("--svg needs formal/cli/draw.py, which is not available") from None
     cells = {(r["row"], r["chunk"]): Cell([f"T{r['lane']}", f"[{r['bits'][0]}..{r['bits'][1]}]"], lane_color(r["lane"]),
                                           r["figure"]) for r in rows}
     w = fm.gran.width

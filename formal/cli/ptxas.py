@@ -13,7 +13,7 @@ from .. import catalog as cat
 
 
 def _ptxases(which: list[str] | None):
-    from .. import ptxas
+    from ..catalog import ptxas
 
     if not which:
         found = ptxas.installations()
@@ -40,8 +40,8 @@ def _no_ptxas() -> int:
 
 
 def cmd_check(args) -> int:
-    from .. import ptxas
-    from ..ptxas_sweep import Case, catalog_ptx, catalog_verdict, explain
+    from ..catalog import ptxas
+    from ..catalog.sweep import Case, catalog_ptx, catalog_verdict, explain
 
     t = cat.parse_target(args.target).name
     probe = ptxas.as_probe(args.opcode)
@@ -89,7 +89,7 @@ def cmd_check(args) -> int:
 def cmd_sweep(args) -> int:
     import os
 
-    from ..ptxas_sweep import CATEGORIES, SWEEP_TARGETS, SweepResult, reexplain, report_markdown, sweep, write_report
+    from ..catalog.sweep import CATEGORIES, SWEEP_TARGETS, SweepResult, reexplain, report_markdown, sweep, write_report
     from . import check_writable, read_json
 
     if args.write:

@@ -133,7 +133,7 @@ def _library(args, timeout_ms: int) -> int:
 def _layout_io(args) -> int:
     from ..transform import triton
     from ..layout import LayoutError, fragment
-    from ..transform import cute_tv
+    from ..transform import cute as cute_tv
 
     pos = ([args.file] if args.file else []) + list(args.args)
     if len(pos) != 2:

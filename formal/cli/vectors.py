@@ -38,7 +38,7 @@ def _wrap(fn):
 
 
 def cmd_list_coverage(args) -> int:
-    from ..coverage import list_coverage
+    from ..vectors.coverage import list_coverage
 
     form = parse(args.opcode) if args.opcode else None
     models = list_coverage(form)
@@ -117,7 +117,7 @@ def cmd_verify(args) -> int:
     rep = V.compare(vs, got, keep=args.max_mismatches, source=args.results)
     pick, causes, nel = [], [], 0
     if not rep.ok:          # element witnesses and root causes (no reduction: the device is not in the loop)
-        from ..audit import explain
+        from ..vectors.audit import explain
 
         pick, causes, nel, _ = explain(vs, got, vs.arch, None, max_witnesses=args.max_mismatches,
                                        caught=rep.caught_by)

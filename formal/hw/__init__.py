@@ -6,6 +6,6 @@ work), and the probe modules of the other areas (metadata, numerics, transforms,
 needs a GPU until a ``GPU()`` is created.
 
 A leaf (tests/test_layering.py): only ``formal.hw`` and ``formal.cli`` import it.  What is
-not GPU code lives below it: random inputs in ``formal.inputs``, the SASS reader in
-``formal.sass``, the wmma probe design in ``formal.wmma.probes``.
+not GPU code lives below it: random inputs in ``formal.vectors.regimes``, the SASS reader in
+``formal.catalog.sass``, the wmma probe design in ``formal.wmma.probes``.
 """

@@ -1,7 +1,7 @@
 """Capture raw GPU outputs for offline model work.
 
 ``capture(cases, warps, regimes, seed, out_dir)`` runs each case on the GPU with inputs
-from ``formal.inputs`` and saves only the outputs (inputs are a deterministic
+from ``formal.vectors.regimes`` and saves only the outputs (inputs are a deterministic
 function of the recorded seed; a SHA-256 of each input batch is stored so a later
 regeneration can be verified bit for bit).  Also saves the SASS opcodes of each kernel
 (which tensor-core path ptxas chose), when cuobjdump is available.
@@ -21,9 +21,9 @@ from typing import Iterable
 import numpy as np
 
 from .check import _seed
-from ..inputs import random_inputs
+from ..vectors.regimes import random_inputs
 from .kernels import Case, module_source
-from ..sass import parse_sass
+from ..catalog.sass import parse_sass
 
 
 def input_digest(inp: dict[str, np.ndarray]) -> str:

@@ -1,7 +1,7 @@
 """``hw-check``: run forms on a GPU and compare with the evaluator bit for bit.
 
 For every case (a form, and for mma.sp each legal selector) and every input regime,
-``trials`` warps of random inputs (``formal.inputs``) run through the GPU kernel
+``trials`` warps of random inputs (``formal.vectors.regimes``) run through the GPU kernel
 (``formal.hw.kernels``) and through ``formal.evaluate``; every destination register of
 every lane must agree bit for bit.  The result is a per-case table and an evidence
 record (GPU, driver, CUDA version, forms, trials, mismatches) that can be checked in.
@@ -22,8 +22,8 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..catalog import Form, forms, parse
-from ..ptx import Immediates
-from ..inputs import REGIMES, random_inputs
+from ..catalog.text import Immediates
+from ..vectors.regimes import REGIMES, random_inputs
 from .kernels import Case
 
 DEFAULT_REGIMES = ("bits", "normal", "finite", "align", "extreme", "special")

@@ -1,7 +1,7 @@
 """PTX kernels that run one register-level mma / mma.sp form per warp.
 
 Each kernel reads every lane's operand registers from global memory, executes the
-instruction exactly as ``formal.ptx.instruction`` prints it, and writes the
+instruction exactly as ``formal.catalog.text.instruction`` prints it, and writes the
 destination registers back.  Warp ``w`` of the grid handles inputs ``w``; arrays are
 laid out ``[W, 32, nregs]`` per operand, 32-bit operands in one ``uint32`` buffer and
 64-bit operands in one ``uint64`` buffer, each operand at its own word offset.
@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..catalog import Form
-from ..ptx import Immediates, declarations, header, instruction, reg_names
+from ..catalog.text import Immediates, declarations, header, instruction, reg_names
 
 
 @dataclass

@@ -56,7 +56,7 @@ from ..metadata import codec
 from ..metadata.spec import FormMeta, Layout, check_selector, meta
 from ..metadata.storage import pack_a
 from ..metadata.witness import small_int_codes
-from ..ptx import Immediates
+from ..catalog.text import Immediates
 from .kernels import Case
 
 BASE_NIB = 0b0100

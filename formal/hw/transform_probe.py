@@ -52,7 +52,7 @@ import numpy as np
 
 from .. import catalog as cat
 from ..expr import Formula
-from ..ptx import header, instruction
+from ..catalog.text import header, instruction
 from ..transform.engine import NPRun, Program
 from ..transform.recipe import Recipe, library, parse_text
 from ..transform.spaces import DATA, NP, SIGN, UNDEF, MemLayout, RegLayout

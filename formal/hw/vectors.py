@@ -37,7 +37,7 @@ def file_name(opcode: str) -> str:
 def vectors_as_inputs(vs: VectorSet) -> list[dict]:
     """Register-level vector set -> [{'case', 'sel', 'ids', 'inputs', 'expected'}], one per selector."""
     from .kernels import Case as HwCase
-    from ..ptx import Immediates
+    from ..catalog.text import Immediates
 
     if vs.level != "regs":
         raise ValueError(f"{vs.opcode}: matrix-level vectors do not run through the register-level harness")

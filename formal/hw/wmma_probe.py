@@ -1,6 +1,6 @@
 """Observe wmma fragment maps on a GPU, and run the whole wmma pipeline on random matrices.
 
-What runs (every kernel is plain PTX from :mod:`formal.ptx`, one warp per block, one block
+What runs (every kernel is plain PTX from :mod:`formal.catalog.text`, one warp per block, one block
 per *run*):
 
 * **load probes** -- for every wmma.load form ptxas accepts for the target: memory holds a
@@ -65,7 +65,7 @@ from typing import Any
 import numpy as np
 
 from .. import catalog as cat
-from .. import ptx as ptxtext
+from ..catalog import text as ptxtext
 from ..catalog import Form
 from ..wmma import memory as wmem
 # the probe design (formal.wmma.probes) this module runs; its names stay importable from here

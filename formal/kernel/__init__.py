@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from .legality import Finding
 from .machine import Witness
-from .ptx import Module, PTXSyntaxError, Unsupported, parse_module
+from .parse import Module, PTXSyntaxError, Unsupported, parse_module
 from .spec import Buffer, Contract, KernelSpec, SpecError, load_spec, make_inputs, raw_dtype  # noqa: F401
 
 __all__ = ["parse_module", "lint", "check", "run", "Module", "Finding", "CheckResult", "RunResult", "Witness", "PTXSyntaxError",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .ptx import Module, Unsupported
+from .parse import Module, Unsupported
 
 
 @dataclass
@@ -97,7 +97,7 @@ def _move_finding(ins, tgt, version, target):
 
 def _operand_vectors(ins) -> dict:
     """{catalog operand name: Vec} of an mma / wmma instruction."""
-    from .ptx import Vec
+    from .parse import Vec
     fam = ins.form.family
     if fam in ("mma", "mma.sp", "wmma.mma"):
         names = ("d", "a", "b", "c")
@@ -118,7 +118,7 @@ def _text_types(ptx_type: str, bits: int) -> set:
     """Register types the ISA text allows for a fragment of ``ptx_type``: that type, the
     bit-size type of its width (compatible with every type of that size), and for an
     integer or bit-size fragment every integer / every type of that width."""
-    from .ptx import _TYPE_BITS
+    from .parse import _TYPE_BITS
     same = {t for t, b in _TYPE_BITS.items() if b == bits}
     if ptx_type.startswith("b"):
         return same
@@ -131,7 +131,7 @@ def register_types(ins, fn) -> tuple[list[str], list[str]]:
     registers: a type ptxas rejects for that operand is a reason (illegal); one ptxas accepts
     although the ISA's fragment type differs is a warning."""
     from ..specdata import load_spec
-    from .ptx import _TYPE_BITS, Reg
+    from .parse import _TYPE_BITS, Reg
     try:
         ops = ins.form.operands
     except (KeyError, ValueError):

@@ -22,7 +22,7 @@ import numpy as np
 
 from . import tags as TG
 from . import values as V
-from .ptx import Addr, Function, Imm, Instr, Module, Pair, Reg, Sym, Unsupported, Vec
+from .parse import Addr, Function, Imm, Instr, Module, Pair, Reg, Sym, Unsupported, Vec
 from .spec import KernelSpec, SpecError, raw_dtype
 
 from .values import GAP, GLOBAL_BASE, LOCAL_WINDOW, PARAM_BASE, SHARED_WINDOW, U64, _TYPES, _type_of  # noqa: F401

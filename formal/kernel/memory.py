@@ -8,7 +8,7 @@ import numpy as np
 from . import tags as TG
 from . import values as V
 from .values import GLOBAL_BASE, LOCAL_WINDOW, PARAM_BASE, SHARED_WINDOW, U64, _type_of
-from .ptx import Addr, Imm, Instr, Pair, Reg, Sym, Unsupported, Vec
+from .parse import Addr, Imm, Instr, Pair, Reg, Sym, Unsupported, Vec
 
 _SPACES = ("global", "shared", "local", "param", "const")
 

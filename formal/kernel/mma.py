@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .values import U64
-from .ptx import Imm, Reg, Unsupported, Vec
+from .parse import Imm, Reg, Unsupported, Vec
 
 
 def _regs(op, ins, n):

@@ -15,7 +15,7 @@ from functools import lru_cache
 import numpy as np
 
 from . import tags as TG
-from .ptx import Unsupported
+from .parse import Unsupported
 
 _CLASS_NAMES = ["A*B", "A*B_residual", "A_residual*B", "A_residual*B_residual"]
 
@@ -703,7 +703,7 @@ class Provenance:
 
 
 def _regs_of(ins):
-    from .ptx import Reg, Vec
+    from .parse import Reg, Vec
     out = []
     for o in ins.ops[1:]:
         if isinstance(o, Reg):

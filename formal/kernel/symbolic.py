@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import z3
 
-from .ptx import Addr, Imm, Reg, Sym
+from .parse import Addr, Imm, Reg, Sym
 
 W64 = 64
 _M64 = (1 << 64) - 1

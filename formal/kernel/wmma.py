@@ -17,7 +17,7 @@ import numpy as np
 
 from . import tags as TG
 from .values import U64
-from .ptx import Imm, Reg, Unsupported, Vec
+from .parse import Imm, Reg, Unsupported, Vec
 
 _MATRIX_TYPE = {"a": "atype", "b": "btype", "c": "ctype", "d": "dtype"}
 

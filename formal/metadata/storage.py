@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..catalog import BadArgument, Form, _selector_rule
-from ..codes import as_codes, as_int
+from ..numerics.codes import as_codes, as_int
 from ..specdata import load_spec
 from . import codec
 from .spec import FormMeta, check_selector, meta

@@ -24,7 +24,7 @@ Pieces:
 * ``specs/movement.toml`` -- ldmatrix / stmatrix / movmatrix / shfl.sync / prmt / cvt
   packing / mov / ld.shared / st.shared semantics as formulas, with PTX sections;
 * :mod:`formal.transform.recipe` -- the recipe file format (``recipes/README.md``);
-* :mod:`formal.transform.triton` and :mod:`formal.transform.cute_tv` -- Triton linear layouts and CuTe
+* :mod:`formal.transform.triton` and :mod:`formal.transform.cute` -- Triton linear layouts and CuTe
   thread-value layouts in and out.
 """
 

@@ -198,7 +198,7 @@ def endpoint(d: dict, base_dir: str = "."):
             lin = from_triton_json(bases, rows=int(d["rows"]), cols=int(d["cols"]))
             return to_reg_layout(lin, list(d["regs"]), int(d["bits"]), label=label or "Triton linear layout")
         if kind == "cute":
-            from .cute_tv import cute_endpoint
+            from .cute import cute_endpoint
             return cute_endpoint(d["layout"], int(d["rows"]), int(d["cols"]), list(d["regs"]), int(d["bits"]),
                                  label=label, transpose=bool(d.get("nk", False)))
     except TransformError:

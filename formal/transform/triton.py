@@ -1,17 +1,9 @@
-"""Triton linear layouts in and out.
+"""Triton layouts as Triton prints them: the attribute text, whole CTA layouts, tiles.
 
-Triton describes a distributed layout as a ``LinearLayout``: for each hardware input
-dimension (``register``, ``lane``, ``warp``, ``block``) one basis vector per bit, and the
-logical coordinate of a point is the XOR of the bases of its set bits.  In TTGIR it is
-printed as an attribute::
-
-    #ttg.linear<{register = [[0, 1], [8, 0], [0, 8]], lane = [[0, 2], [0, 4], [1, 0], [2, 0], [4, 0]], warp = [], block = []}>
-
-Each basis vector lists the output coordinates ``[dim0, dim1]`` = ``[row, col]``.
-``register`` counts a thread's values in order (value ``i`` = PTX element ``i``, the
-mma operand order: register ``i // epr``, element ``i % epr``).
-
-* :func:`parse` -- that text, or JSON ``{"register": [...], "lane": [...], ...}``, to bases;
+* :func:`parse` -- ``#ttg.linear<{...}>`` text, JSON or a dict to bases;
+* :func:`parse_whole` -- a whole layout (``#ttg.linear``, ``#ttg.nvidia_mma``, ``#ttg.dot_op``,
+  with its ``tensor<...>`` type) to a :class:`WholeLayout`;
+* :func:`audit_whole` -- cut it into instruction tiles and audit every tile against the spec;
 * :func:`from_triton_json` -- bases to an algebra map ``(register, lane[, warp, block]) ->
   (row, col)``;
 * :func:`to_reg_layout` -- that map as a transform endpoint (warp 0, block 0 of it);
@@ -19,6 +11,12 @@ mma operand order: register ``i // epr``, element ``i % epr``).
   it GF(2)-linear (else an error naming the point where XOR-of-bases differs);
 * :func:`check` -- a compiler's Triton layout against the spec fragment: Proved or the
   first (lane, register, element) where they differ.
+
+A ``LinearLayout`` gives, for each hardware input dimension (``register``, ``lane``,
+``warp``, ``block``), one basis vector per bit; the logical coordinate of a point is the XOR
+of the bases of its set bits.  Each basis vector lists the output coordinates ``[dim0,
+dim1]`` = ``[row, col]``.  ``register`` counts a thread's values in order (value ``i`` = PTX
+element ``i``, the mma operand order: register ``i // epr``, element ``i % epr``).
 """
 
 from __future__ import annotations
@@ -29,10 +27,594 @@ from typing import Any, Mapping, Sequence
 
 from .. import algebra as alg
 from ..algebra import AlgebraError, Map, Proof
-from ..layout import Layout
-from ..triton import HW_DIMS, TritonError, format_attribute, parse  # noqa: F401  (the text reader lives below transform)
+from ..layout import Layout, LayoutError
 from .spaces import LayoutMap, RegLayout, TransformError
 
+HW_DIMS = ("register", "lane", "warp", "block")
+
+
+class TritonError(AlgebraError, LayoutError):
+    """Bad Triton input (exit code 2 in the CLI)."""
+
+
+def parse(text_or_obj: str | Mapping) -> dict[str, list[list[int]]]:
+    """Bases from ``#ttg.linear<{...}>`` text, a JSON string, or a dict."""
+    if isinstance(text_or_obj, Mapping):
+        obj = dict(text_or_obj)
+    else:
+        t = str(text_or_obj).strip()
+        m = re.search(r"linear<\{(.*)\}>", t, re.S)
+        if m:
+            body = m.group(1)
+            obj = {}
+            for name, val in re.findall(r"(\w+)\s*=\s*(\[(?:[^\[\]]|\[[^\[\]]*\])*\])", body):
+                obj[name] = json.loads(val)
+        else:
+            try:
+                obj = json.loads(t)
+            except json.JSONDecodeError as e:
+                raise TritonError(f"not a #ttg.linear attribute or JSON bases: {e.msg}") from None
+    if "bases" in obj and isinstance(obj["bases"], Mapping):
+        obj = dict(obj["bases"])
+    out = {}
+    for k, v in obj.items():
+        if k in ("out_dims", "rows", "cols"):
+            continue
+        if not isinstance(v, list) or any(not isinstance(b, list) or any(not isinstance(x, int) for x in b) for b in v):
+            raise TritonError(f"bases of {k!r} must be a list of integer vectors, got {v!r}")
+        out[k] = v
+    if "lane" not in out:
+        raise TritonError("a distributed Triton layout needs lane bases")
+    return out
+
+
+
+def format_attribute(bases: Mapping[str, list]) -> str:
+    parts = []
+    for d in list(HW_DIMS) + [k for k in bases if k not in HW_DIMS]:
+        v = bases.get(d, [])
+        parts.append(f"{d} = [" + ", ".join("[" + ", ".join(str(x) for x in b) + "]" for b in v) + "]")
+    return "#ttg.linear<{" + ", ".join(parts) + "}>"
+
+
+# =========================================================================================
+# Whole layouts as Triton prints them: #ttg.linear over a CTA tile, #ttg.nvidia_mma, #ttg.dot_op
+#
+# The encodings are converted to linear layouts following Triton's documented semantics
+# (triton-lang/triton lib/Dialect/TritonGPU/IR/LinearLayoutConversions.cpp at commit
+# 00385d09bfab45af36c92df84f985dd4f1b50554: nvidiaMmaTile, NvidiaMmaEncodingAttr::toLinearLayout,
+# warpsNvidiaDot, nvidiaDotToLinearLayout, combineCtaCgaWithShape).  Per warp, an mma v2 tile
+# is: kWidth registers along the inner dim, 4 lanes along the inner dim, 8 lanes along the
+# outer dim, then registers repeating the tile (outer dim, then inner dim); the warps tile the
+# CTA (dot operands broadcast along K); registers repeat the CTA tile over the tensor (inner dim
+# first), and bases that fall outside the tensor become 0 (broadcast).  Tests compare this with
+# Triton's own conversion (the installed triton wheel) on 270 configurations.
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class WholeLayout:
+    """A distributed layout of a whole tensor: (register, lane, warp, block) -> (dim0, dim1)
+    as XOR of bases, plus what the encoding said about it (kind, kWidth, shape, dtype)."""
+
+    bases: dict
+    shape: tuple | None = None
+    dtype: str | None = None
+    kind: str = "linear"              # linear | mma | dot
+    op_idx: int | None = None          # dot operands: 0 = A, 1 = B
+    kwidth: int | None = None
+    text: str = ""
+    info: dict = field(default_factory=dict)
+
+    @property
+    def operand(self) -> str | None:
+        return {"mma": "c", "dot": "ab"[self.op_idx or 0] if self.op_idx is not None else None}.get(self.kind)
+
+    def covered(self) -> tuple[int, int]:
+        """The tensor the bases span (each dim: the next power of two above the largest coordinate)."""
+        mx = [0, 0]
+        for vecs in self.bases.values():
+            for v in vecs:
+                mx = [mx[0] | v[0], mx[1] | v[1]]
+        return tuple(1 << int(m).bit_length() for m in mx)
+
+
+_DTYPE_BITS = {"f16": 16, "bf16": 16, "f32": 32, "tf32": 32, "f64": 64, "i8": 8, "s8": 8, "u8": 8, "i32": 32,
+               "f8e4m3fn": 8, "f8e5m2": 8, "e4m3": 8, "e5m2": 8, "fp8e4nv": 8, "fp8e5": 8, "i4": 4, "u4": 4}
+
+
+def _attr_body(text: str, start: int) -> tuple[str, int]:
+    """The text between the '<' at ``start`` and its matching '>'."""
+    depth = 0
+    for k in range(start, len(text)):
+        c = text[k]
+        if c == "<":
+            depth += 1
+        elif c == ">":
+            depth -= 1
+            if depth == 0:
+                return text[start + 1:k], k + 1
+    raise TritonError(f"unbalanced '<' in Triton attribute text {text[start:start + 60]!r}")
+
+
+def _fields(body: str) -> dict[str, Any]:
+    """``{versionMajor = 2, warpsPerCTA = [2, 2], parent = #mma, kWidth = 8}`` -> dict."""
+    b = body.strip()
+    if b.startswith("{") and b.endswith("}"):
+        b = b[1:-1]
+    out: dict[str, Any] = {}
+    for m in re.finditer(r"(\w+)\s*=\s*(\[(?:[^\[\]]|\[[^\[\]]*\])*\]|#[\w.]+(?:<)?|[-\w.]+)", b):
+        k, v = m.group(1), m.group(2)
+        if v.startswith("["):
+            try:
+                out[k] = json.loads(v)
+            except json.JSONDecodeError:
+                raise TritonError(f"field {k} = {v}: not a list of integers") from None
+        elif re.fullmatch(r"-?\d+", v):
+            out[k] = int(v)
+        else:
+            out[k] = v
+    return out
+
+
+def _resolve(text: str, ref: str, aliases: dict[str, str]) -> str:
+    seen = set()
+    while ref.startswith("#") and not re.match(r"#(ttg|triton_gpu)\.", ref):
+        name = ref[1:]
+        if name in seen or name not in aliases:
+            raise TritonError(f"Triton text refers to #{name}, which it does not define "
+                              f"(paste its '#{name} = #ttg....' line too)")
+        seen.add(name)
+        ref = aliases[name]
+    return ref
+
+
+def _encoding_at(text: str, ref: str, aliases: dict[str, str]) -> tuple[str, dict]:
+    """(kind, fields) of an attribute reference such as '#mma' or '#ttg.dot_op<{...}>'."""
+    ref = _resolve(text, ref.strip(), aliases)
+    m = re.match(r"#(?:ttg|triton_gpu)\.(\w+)", ref)
+    if not m:
+        raise TritonError(f"not a Triton layout attribute: {ref[:60]!r}")
+    kind = m.group(1)
+    k = ref.find("<", m.end() - 1)
+    if k < 0:
+        raise TritonError(f"#ttg.{kind} without a <{{...}}> body")
+    body, _ = _attr_body(ref, k)
+    f = _fields(body)
+    for key, val in list(f.items()):
+        if isinstance(val, str) and val.startswith("#"):
+            # a nested attribute (parent = #mma or an inline #ttg.nvidia_mma<...>)
+            pos = body.find(val)
+            full = val
+            if val.endswith("<"):
+                inner, end = _attr_body(body, pos + len(val) - 1)
+                full = val + inner + ">"
+            f[key] = _encoding_at(text, full, aliases)
+    return kind, f
+
+
+def parse_whole(text: str, *, shape: Sequence[int] | None = None, dtype: str | None = None) -> WholeLayout:
+    """A whole layout from the text Triton prints.
+
+    Accepts ``#ttg.linear<{register = ..., lane = ..., warp = ..., block = ...}>``, an
+    ``#ttg.nvidia_mma<{versionMajor = 2, ...}>`` or ``#ttg.dot_op<{opIdx = .., parent = #mma,
+    kWidth = ..}>`` encoding (with its alias lines, ``#mma = #ttg.nvidia_mma<...>``), or a tensor
+    type ``tensor<64x32xf16, #ttg.dot_op<...>>`` (which gives the shape and element type).
+    ``shape`` (rows, cols) is needed for an encoding without a tensor type."""
+    t = str(text)
+    aliases = {}
+    for m in re.finditer(r"^\s*#([\w.]+)\s*=\s*(#(?:ttg|triton_gpu)\.\w+<)", t, re.M):
+        body, _ = _attr_body(t, m.end(2) - 1)
+        aliases[m.group(1)] = m.group(2) + body + ">"
+    tshape, tdtype = None, None
+    tm = re.search(r"tensor<((?:\d+x)+)([\w!.]+)\s*,\s*(#[\w.]+(?:<)?)", t)
+    if tm:
+        tshape = tuple(int(x) for x in tm.group(1).rstrip("x").split("x"))
+        tdtype = tm.group(2)
+        ref = tm.group(3)
+        if ref.endswith("<"):
+            body, _ = _attr_body(t, tm.end(3) - 1)
+            ref = ref + body + ">"
+    else:
+        # the last top-level attribute that is not only an alias definition, else the last alias
+        rest = re.sub(r"^\s*#[\w.]+\s*=.*$", "", t, flags=re.M).strip()
+        if rest:
+            ref = rest
+        elif aliases:
+            ref = "#" + list(aliases)[-1]
+        else:
+            raise TritonError("no Triton layout attribute in the text (expected #ttg.linear<...>, "
+                              "#ttg.nvidia_mma<...>, #ttg.dot_op<...> or tensor<...>)")
+    if shape is not None:
+        tshape = tuple(int(x) for x in shape)
+    if dtype is not None:
+        tdtype = dtype
+    if tshape is not None and len(tshape) != 2:
+        raise TritonError(f"tensor shape {tshape}: only 2-D tensors are supported")
+    kind, f = _encoding_at(t, ref, aliases) if not ref.lstrip().startswith("{") else ("linear", {})
+    if kind == "linear":
+        m = re.search(r"linear<", ref)
+        b = parse(ref if m else t)
+        for d in HW_DIMS:
+            b.setdefault(d, [])
+        for d, vecs in b.items():
+            for v in vecs:
+                if len(v) != 2:
+                    raise TritonError(f"{d} basis {v} is not 2-D [dim0, dim1]")
+        wl = WholeLayout(b, tshape, tdtype, "linear", text=t)
+        if wl.shape is None:
+            wl.shape = wl.covered()
+        return wl
+    if tshape is None:
+        raise TritonError(f"#ttg.{kind} needs the tensor shape: paste the tensor<RxCxT, ...> type or give --shape")
+    if kind == "nvidia_mma":
+        return WholeLayout(mma_bases(f, tshape), tshape, tdtype, "mma", text=t, info=f)
+    if kind == "dot_op":
+        op = f.get("opIdx")
+        parent = f.get("parent")
+        if op not in (0, 1):
+            raise TritonError(f"dot_op opIdx must be 0 or 1, got {op!r}")
+        if not (isinstance(parent, tuple) and parent[0] == "nvidia_mma"):
+            raise TritonError("dot_op: only an #ttg.nvidia_mma parent (mma v2) is supported")
+        kw = f.get("kWidth")
+        if not isinstance(kw, int) or kw < 1 or kw & (kw - 1):
+            raise TritonError(f"dot_op kWidth must be a power of two, got {kw!r}")
+        return WholeLayout(dot_bases(op, kw, parent[1], tshape), tshape, tdtype, "dot", op, kw, text=t,
+                           info=dict(f, parent=parent[1]))
+    raise TritonError(f"#ttg.{kind}: supported encodings are #ttg.linear, #ttg.nvidia_mma (v2) and #ttg.dot_op")
+
+
+def _log2(n: int, what: str) -> int:
+    if not isinstance(n, int) or n < 1 or n & (n - 1):
+        raise TritonError(f"{what} must be a power of two, got {n!r}")
+    return n.bit_length() - 1
+
+
+def _unit(dim: int, v: int) -> list[int]:
+    return [v, 0] if dim == 0 else [0, v]
+
+
+def _mma_tile(tile: Sequence[int], kwidth: int, order: Sequence[int]) -> tuple[dict, list[int]]:
+    """nvidiaMmaTile: bases of one warp's tile and the size it spans per dim."""
+    inner, outer = order[0], order[1]
+    m, n = tile[outer], tile[inner]
+    if m % 8 or n % (kwidth * 4):
+        raise TritonError(f"mma tile {list(tile)} is not a multiple of 8 x (4 * kWidth = {4 * kwidth})")
+    size = [1, 1]
+    reg, lane = [], []
+
+    def grow(lst, dim, count):
+        for _ in range(_log2(count, "tile repeat")):
+            lst.append(_unit(dim, size[dim]))
+            size[dim] *= 2
+
+    grow(reg, inner, kwidth)
+    grow(lane, inner, 4)
+    grow(lane, outer, 8)
+    grow(reg, outer, m // 8)
+    grow(reg, inner, n // (kwidth * 4))
+    return {"register": reg, "lane": lane}, size
+
+
+def _finish(b: dict, size: list[int], shape: Sequence[int], order: Sequence[int]) -> dict:
+    """combineCtaCgaWithShape for one CTA: registers repeat the CTA tile over the tensor
+    (order[0] first); bases beyond the tensor become 0 (broadcast)."""
+    for d in order:
+        while size[d] < shape[d]:
+            b["register"].append(_unit(d, size[d]))
+            size[d] *= 2
+    for k, vecs in b.items():
+        b[k] = [[x if x < shape[i] else 0 for i, x in enumerate(v)] for v in vecs]
+    b.setdefault("block", [])
+    return b
+
+
+def _mma_params(f: dict) -> tuple[list[int], list[int]]:
+    if f.get("versionMajor") != 2:
+        raise TritonError(f"nvidia_mma versionMajor = {f.get('versionMajor')}: only mma v2 (warp-level mma.sync) "
+                          "is supported (v3 is wgmma)")
+    warps = f.get("warpsPerCTA")
+    instr = f.get("instrShape", [16, 8])
+    if not (isinstance(warps, list) and len(warps) == 2):
+        raise TritonError(f"nvidia_mma warpsPerCTA must be [w0, w1], got {warps!r}")
+    if list(instr) != [16, 8]:
+        raise TritonError(f"nvidia_mma v2 instrShape {instr}: expected [16, 8]")
+    for w in warps:
+        _log2(w, "warpsPerCTA entries")
+    if f.get("CTAsPerCGA", [1, 1]) != [1, 1] or f.get("CTASplitNum", [1, 1]) != [1, 1]:
+        raise TritonError("nvidia_mma with several CTAs per CGA: give the #ttg.linear form instead")
+    return warps, instr
+
+
+def mma_bases(f: dict, shape: Sequence[int]) -> dict:
+    """Bases of ``#ttg.nvidia_mma<{versionMajor = 2, warpsPerCTA = [..], instrShape = [16, 8]}>``."""
+    warps, instr = _mma_params(f)
+    order = [1, 0]
+    b, size = _mma_tile(instr, 2, order)          # the accumulator tile always has kWidth 2
+    b["warp"] = []
+    for d in order:                                # warps: dim1 first (the warp order of mma v2)
+        for _ in range(_log2(warps[d], "warpsPerCTA")):
+            b["warp"].append(_unit(d, size[d]))
+            size[d] *= 2
+    return _finish(b, size, shape, order)
+
+
+def dot_bases(op_idx: int, kwidth: int, mma: dict, shape: Sequence[int]) -> dict:
+    """Bases of ``#ttg.dot_op<{opIdx, parent = #mma (v2), kWidth}>``: A is M x K, B is K x N."""
+    warps, _ = _mma_params(mma)
+    if op_idx == 0:
+        tile, order = [16, kwidth * 8], [1, 0]
+    else:
+        tile, order = [kwidth * 8, 8], [0, 1]
+    b, size = _mma_tile(tile, kwidth, order)
+    kdim = 1 if op_idx == 0 else 0
+    b["warp"] = []
+    for d in (1, 0):                               # the mma's warp order; broadcast along K
+        for _ in range(_log2(warps[d], "warpsPerCTA")):
+            if d == kdim:
+                b["warp"].append([0, 0])
+            else:
+                b["warp"].append(_unit(d, size[d]))
+                size[d] *= 2
+    return _finish(b, size, shape, order)
+
+
+# ---------------------------------------------------------------------------- instruction tiles
+
+_IMPLIED_FORMS = {   # element type of a dot operand -> the mma v2 form Triton emits for it
+    "f16": "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+    "bf16": "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+    "f32": "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+    "tf32": "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+    "i8": "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32",
+    "f8E4M3FN": "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32",
+    "f8E5M2": "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32",
+}
+
+
+def implied_form(wl: WholeLayout) -> str:
+    """The mma form a dot-operand (or accumulator) encoding implies, from its element type."""
+    if wl.kind not in ("dot", "mma"):
+        raise TritonError("a #ttg.linear layout implies no instruction: name the opcode")
+    dt = (wl.dtype or "").strip()
+    if wl.kind == "mma":
+        if dt in ("f32", ""):
+            return _IMPLIED_FORMS["f16"]
+        if dt == "f16":
+            return "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16"
+        if dt == "i32":
+            return _IMPLIED_FORMS["i8"]
+        raise TritonError(f"accumulator element type {dt!r}: name the opcode")
+    if dt not in _IMPLIED_FORMS:
+        raise TritonError(f"dot operand element type {dt or '(none)'}: give the tensor<..xT, ..> type or --dtype "
+                          f"({', '.join(_IMPLIED_FORMS)}), or name the opcode")
+    return _IMPLIED_FORMS[dt]
+
+
+def _spec_bases(ref) -> tuple[list, list] | None:
+    """(element-bit bases, lane bases) of a spec fragment, if it is GF(2)-linear at 0."""
+    if ref.at(0, 0, 0)[:2] != (0, 0):
+        return None
+    n = ref.elements
+    e = n.bit_length() - 1
+    if 1 << e != n:
+        return None
+    elem = [ref.at(0, *divmod(1 << p, ref.epr))[:2] for p in range(e)]
+    lane = [ref.at(1 << p, 0, 0)[:2] for p in range(5)]
+    return [list(x) for x in elem], [list(x) for x in lane]
+
+
+def tile_bits(wl: WholeLayout, ref, bits: int | None = None) -> tuple[list[int], str]:
+    """Which register bits of the whole layout index the instruction's element ``i`` (bit p of i
+    -> register bit tile_bits[p]), and why.
+
+    Dot operands with ``kWidth * bits > 32`` follow Triton's mma v2 lowering (MMAv2.cpp,
+    getValuesFromDotOperandLayoutStruct, "largeK"): instruction j of a K tile takes the j-th
+    32-bit slice of each run of kWidth values, so the register bits between one register and
+    kWidth values select the instruction, not the element.  Otherwise: the register bits whose
+    bases equal the spec's element bases, if there are such; else the lowest ones."""
+    reg = wl.bases["register"]
+    n = ref.elements
+    e = n.bit_length() - 1
+    if 1 << e != n:
+        raise TritonError(f"{ref.name}: {n} elements per lane is not a power of two; no Triton tile")
+    if e > len(reg):
+        raise TritonError(f"the layout has {1 << len(reg)} values per thread; one {ref.name} tile needs {n}")
+    kwidth = wl.kwidth if wl.kind == "dot" else None
+    if wl.kind == "linear" and ref.operand in ("a", "b") and _spec_match(reg, ref) is None:
+        # a dot operand pasted as #ttg.linear: kWidth = the run of unit K steps in the low registers
+        kdim = 1 if ref.operand == "a" else 0
+        run = 0
+        while run < len(reg) and reg[run] == _unit(kdim, 1 << run):
+            run += 1
+        kwidth = 1 << run
+    if kwidth:
+        b = bits or _DTYPE_BITS.get((wl.dtype or "").lower().replace("e4m3fn", "e4m3"), ref.elem_bits)
+        v = max(32 // b, 1)
+        if kwidth > v:
+            lo = _log2(v, "values per register")
+            skip = _log2(kwidth, "kWidth") - lo
+            picked = list(range(lo)) + list(range(lo + skip, e + skip))
+            if picked[-1] >= len(reg):
+                raise TritonError("the layout has too few registers for Triton's large-kWidth split")
+            if reg[picked[-1]] == [0, 0]:
+                # K smaller than the kWidth tile (its K repeat is a broadcast): the lowering's
+                # "kIters > repK" branch takes the instruction's upper K half from the next
+                # register of the same run and moves the broadcast copies to the end
+                picked[-1] = lo
+                return picked, (f"Triton mma v2 lowering, kWidth {kwidth} > {v} values per register, K smaller "
+                                f"than the kWidth tile: register bits {picked} form one instruction's elements")
+            return picked, (f"Triton mma v2 lowering, kWidth {kwidth} > {v} values per register: "
+                            f"register bits {picked} form one instruction's elements")
+        return list(range(e)), f"Triton mma v2 lowering: the first {n} values of a thread form one instruction"
+    picked = _spec_match(reg, ref)
+    if picked is not None:
+        return picked, f"register bits {picked} carry the spec's element bases"
+    return list(range(e)), f"the first {n} values of a thread (no register bits carry the spec's element bases)"
+
+
+def _spec_match(reg: list, ref) -> list[int] | None:
+    """Register bits whose bases are the spec's element bases, in element-bit order, or None."""
+    sb = _spec_bases(ref)
+    if sb is None:
+        return None
+    picked: list[int] = []
+    for w in sb[0]:
+        hit = [k for k, r in enumerate(reg) if r == w and k not in picked]
+        if not hit:
+            return None
+        picked.append(hit[0])
+    return picked
+
+
+@dataclass
+class TileReport:
+    index: int
+    select: dict            # the non-tile register bits, warp and block that pick this tile
+    origin: tuple           # (row, col) of the tile in the tensor
+    status: str             # proved | refuted | unknown
+    witness: dict | None
+    detail: str
+    same_as: int | None     # an earlier tile with the same local layout (proved once)
+
+    def to_dict(self) -> dict:
+        return {"tile": self.index, "select": self.select, "origin": list(self.origin), "status": self.status,
+                "witness": self.witness, "detail": self.detail, "same_layout_as": self.same_as}
+
+
+@dataclass
+class WholeReport:
+    form: str
+    operand: str
+    spec_entry: str
+    shape: tuple
+    bits: list
+    how: str
+    tiles: list
+    coverage: dict
+
+    @property
+    def status(self) -> str:
+        st = [t.status for t in self.tiles]
+        if "refuted" in st or not self.coverage["complete"]:
+            return "refuted"
+        return "unknown" if "unknown" in st else "proved"
+
+    def to_dict(self) -> dict:
+        return {"form": self.form, "operand": self.operand, "spec_entry": self.spec_entry, "shape": list(self.shape),
+                "tile_register_bits": self.bits, "tile_rule": self.how, "status": self.status,
+                "tiles_total": len(self.tiles),
+                "tiles_proved": sum(t.status == "proved" for t in self.tiles),
+                "tiles_refuted": sum(t.status == "refuted" for t in self.tiles),
+                "coverage": self.coverage, "tiles": [t.to_dict() for t in self.tiles]}
+
+
+def _xor(vecs: Sequence[Sequence[int]], idx, nb: int):
+    """XOR of the bases picked by the bits of idx (numpy, vectorised) -> (dim0, dim1)."""
+    import numpy as np
+
+    idx = np.asarray(idx, dtype=np.int64)
+    r = np.zeros_like(idx)
+    c = np.zeros_like(idx)
+    for k in range(nb):
+        on = (idx >> k) & 1
+        r ^= on * vecs[k][0]
+        c ^= on * vecs[k][1]
+    return r, c
+
+
+def tiles(wl: WholeLayout, form_or_opcode, operand: str, **params):
+    """Cut a whole layout into instruction tiles: yields (select, origin, local Layout)."""
+    import numpy as np
+
+    from ..layout import Layout, fragment
+
+    ref = fragment(form_or_opcode, operand, **params)
+    if ref.products > 1:
+        raise TritonError(f"{ref.name}: forms with several products per warp have no Triton mma v2 layout")
+    lane = wl.bases.get("lane", [])
+    if len(lane) != 5:
+        raise TritonError(f"the layout has {1 << len(lane)} lanes (5 lane bases); a warp has 32")
+    bits, how = tile_bits(wl, ref)
+    reg = wl.bases["register"]
+    rest = [("register", k) for k in range(len(reg)) if k not in bits]
+    rest += [("warp", k) for k in range(len(wl.bases.get("warp", [])))]
+    rest += [("block", k) for k in range(len(wl.bases.get("block", [])))]
+    e = len(bits)
+    L = np.repeat(np.arange(32), 1 << e)
+    I = np.tile(np.arange(1 << e), 32)
+    lr, lc = _xor(lane, L, 5)
+    ir, ic = _xor([reg[b] for b in bits], I, e)
+    loc_r, loc_c = lr ^ ir, lc ^ ic
+    R, C = ref.rows, ref.cols
+    out = []
+    for t in range(1 << len(rest)):
+        sel, orr, occ = {"register": 0, "warp": 0, "block": 0}, 0, 0
+        for k, (d, pos) in enumerate(rest):
+            if (t >> k) & 1:
+                v = wl.bases[d][pos]
+                orr ^= v[0]
+                occ ^= v[1]
+                sel[d] |= 1 << pos
+        rows, cols = loc_r ^ orr, loc_c ^ occ
+        r0, c0 = int(rows.min()) // R * R, int(cols.min()) // C * C
+        recs = zip(L.tolist(), *np.divmod(I, ref.epr), (rows - r0).tolist(), (cols - c0).tolist())
+        lay = Layout.from_table(list(recs), like=ref, name=f"tile {t}", params=dict(ref.params))
+        out.append((sel, (r0, c0), lay, (rows, cols)))
+    return out, bits, how, ref
+
+
+def audit_whole(wl: WholeLayout, form_or_opcode=None, operand: str | None = None, *, compare_bits: bool = False,
+                timeout_ms: int = 20000, **params) -> WholeReport:
+    """Audit every instruction tile of a whole Triton layout against the spec (Z3 + enumeration
+    per distinct tile; tiles with the same local layout share the proof).  Also checks that
+    the tiles cover the tensor: every aligned instruction box is some tile's."""
+    import numpy as np
+
+    from .. import catalog as cat
+    from ..layout import normalize_operand
+    from ..prove import audit_layout as audit
+
+    form = cat.parse(form_or_opcode or implied_form(wl)) if not isinstance(form_or_opcode, cat.Form) else form_or_opcode
+    op = normalize_operand(operand) if operand else wl.operand
+    if op is None:
+        raise TritonError("a #ttg.linear layout: name the operand (--operand a|b|c|d)")
+    if wl.kind == "dot" and op not in ("ab"[wl.op_idx],):
+        raise TritonError(f"the encoding is a dot operand opIdx = {wl.op_idx} (operand {'ab'[wl.op_idx]}), "
+                          f"not operand {op}")
+    if wl.kind == "mma" and op not in ("c", "d"):
+        raise TritonError(f"an #ttg.nvidia_mma encoding is the accumulator (operand c or d), not operand {op}")
+    found, bits, how, ref = tiles(wl, form, op, **params)
+    reports, seen = [], {}
+    shape = tuple(wl.shape or wl.covered())
+    held = np.zeros(shape, dtype=np.int64)
+    outside = None
+    for k, (sel, origin, lay, (rows, cols)) in enumerate(found):
+        ok = (rows >= 0) & (rows < shape[0]) & (cols >= 0) & (cols < shape[1])
+        if not ok.all() and outside is None:
+            outside = [int(rows[~ok][0]), int(cols[~ok][0])]
+        np.add.at(held, (rows[ok], cols[ok]), 1)
+        key = lay.map_key
+        if key in seen:
+            first = reports[seen[key]]
+            reports.append(TileReport(k, sel, origin, first.status, first.witness, first.detail, first.index))
+            continue
+        rep = audit(lay, form, op, compare_bits=compare_bits, timeout_ms=timeout_ms, **params)
+        bad = next((r for r in rep.results if r.status != "proved"), None)
+        seen[key] = len(reports)
+        reports.append(TileReport(k, sel, origin, rep.status,
+                                  getattr(bad, "witness", None) if bad is not None else None,
+                                  (f"{bad.obligation.family}: {getattr(bad, 'reason', '') or ''}".strip(": ")
+                                   if bad is not None else "equal to the spec and bijective"), None))
+    miss = np.argwhere(held == 0)
+    cov = {"cells": int(held.size), "held": int((held > 0).sum()), "complete": miss.size == 0 and outside is None,
+           "first_missing": [int(x) for x in miss[0]] if miss.size else None, "first_outside": outside,
+           "copies": sorted({int(x) for x in np.unique(held[held > 0])})}
+    return WholeReport(form.opcode, op, ref.name, shape, bits, how, reports, cov)
+
+
+# ---------------------------------------------------------------- linear maps, export, endpoints
 def from_triton_json(bases: str | Mapping, rows: int, cols: int, name: str = "triton") -> Map:
     """The linear map ``(register, lane, warp, block) -> (row, col)`` of Triton bases.
 

@@ -8,7 +8,7 @@ Python API::
     report = verify("v.hex", "dut_results.hex")
     print(report.table()); report.ok
 
-* :func:`generate` -- every applicable coverage model (:mod:`formal.coverage`) plus
+* :func:`generate` -- every applicable coverage model (:mod:`formal.vectors.coverage`) plus
   ``count`` random warps; each case carries its coverage points and why it exists.
   Expected results come from :func:`formal.evaluate` for ``arch`` (never hand-written).
 * :func:`write` / :func:`read` -- jsonl, hex (one case per line, TestFloat style) and npz;

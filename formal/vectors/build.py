@@ -200,7 +200,7 @@ def generate(opcode: str | Form, arch: str = "sm_90", count: int = 0, seed: int 
     ``count`` random warps.  Expected outputs come from ``formal.evaluate`` with ``arch``.
     ``level="matrix"``: matrices instead of registers (:func:`to_matrix_level`); forms
     whose vectors are always matrices (wmma.mma, block scaling) ignore it."""
-    from .. import coverage as cov
+    from . import coverage as cov
     from .draft import (check_output, evaluate_inputs, is_matrix_level, observed_points, output_matrix,
                         to_inputs)
 

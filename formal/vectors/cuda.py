@@ -3,7 +3,7 @@
 The template is a complete program for one default form; :func:`render` replaces the
 block between ``// ===== BEGIN FORM =====`` and ``// ===== END FORM =====`` with the
 opcode, register counts and one inline-asm statement per legal selector.  The
-instruction text is ``formal.ptx.instruction`` (the same text the hardware harness and
+instruction text is ``formal.catalog.text.instruction`` (the same text the hardware harness and
 the ptxas checks use), with ``%N`` operands for inline asm.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from ..catalog import Form, parse
-from ..ptx import Immediates, instruction
+from ..catalog.text import Immediates, instruction
 from .build import VectorError
 
 TEMPLATE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "hw", "template", "vectors_harness.cu")

@@ -20,7 +20,7 @@ variants, one per mechanism (the accumulator floor, round-to-nearest vs truncati
 the fp8 emulation's k mod 4 groups and its late c, the NaN rule, c precision,
 per-operand subnormal flushing, saturation, the window width / block size) plus,
 for sm_90, every alternative that silicon refuted (:func:`formal.numerics.fit.sm90_alternatives`).
-The coverage model ``mechanisms`` (:mod:`formal.coverage`) places the reduced
+The coverage model ``mechanisms`` (:mod:`formal.vectors.coverage`) places the reduced
 witnesses; ``ptx-formal audit --identify`` uses :func:`search` between architecture
 models.  Everything is seeded: the same arguments give the same witnesses.
 """
@@ -191,7 +191,7 @@ def _subnormal(rng, t: str, n: int) -> np.ndarray:
 
 def _special(rng, t: str, n: int) -> np.ndarray:
     """NaNs (random payloads and signs where the format has them), Infs, signed zeros."""
-    from ..elements import inf_code, nan_codes, neg_zero
+    from .elements import inf_code, nan_codes, neg_zero
 
     f = _fmt(t)
     pool = [c for _, c in nan_codes(t)]
@@ -243,7 +243,7 @@ def regime_tiny_c0(form: Form, rng, T: int):
     pos = _positions(rng, T, Ka)
     base = rng.integers(lo, _out_emin(form) + 3, T)
     _fill(rng, form, A, B, pos, lambda t, k: base[t] + rng.integers(-3, 4, k))
-    from ..elements import neg_zero
+    from .elements import neg_zero
 
     C[:] = np.where(rng.random(T) < 0.5, 0, neg_zero(form.ctype))
     return A, B, C
@@ -433,7 +433,7 @@ def regime_pow2(form: Form, rng, T: int):
             if rng.random() < 0.2:
                 C[t] = _pow2_1(rng, form.ctype, fc.emin - int(rng.integers(1, fc.mantissa + 1)))
         elif rng.random() < 0.5:
-            from ..elements import neg_zero
+            from .elements import neg_zero
 
             C[t] = neg_zero(form.ctype)
     del fb
@@ -492,7 +492,7 @@ def regime_tie(form: Form, rng, T: int):
     """A sum on a rounding tie or boundary of the output (or of the accumulator's grid), and
     one or two tiny terms far below that decide it -- if a model keeps them (floor, window,
     truncation, rounding, c alignment).  The leading term is a product or c."""
-    from ..elements import neg_zero
+    from .elements import neg_zero
 
     A, B, C, Ka = _frame(form, T)
     fo, fc = _fmt(form.dtype), _fmt(form.ctype)
@@ -561,7 +561,7 @@ def regime_floor(form: Form, rng, T: int):
     """c = +-0 and every term below the accumulator's floor: a leading power of two just under
     the floor (on the output's grid), maybe a half ulp, and a tiny term at the floor's
     truncation grid -- kept by the reference, dropped by a coarser floor (or the reverse)."""
-    from ..elements import neg_zero
+    from .elements import neg_zero
 
     A, B, C, Ka = _frame(form, T)
     blk = _ref_block(form)
@@ -584,7 +584,7 @@ def regime_floor(form: Form, rng, T: int):
 
 def regime_zeros(form: Form, rng, T: int):
     """Exact zeros: signed-zero factors, c = +-0, exact cancellations."""
-    from ..elements import neg_zero
+    from .elements import neg_zero
 
     A, B, C, Ka = _frame(form, T)
     za, zb, zc = neg_zero(form.atype), neg_zero(form.btype), neg_zero(form.ctype)
@@ -684,7 +684,7 @@ def reduce(form: Form, fails: Callable, a, b, c, simplify: bool = True) -> tuple
 
     Greedy delta debugging over single elements: c -> +0 first, then each term (a_k, b_k)
     -> (0, 0), then each remaining factor alone -> 0, then factors -> 1 (readability)."""
-    from ..elements import one
+    from .elements import one
 
     a = np.array(a, np.uint64)
     b = np.array(b, np.uint64)

@@ -123,7 +123,7 @@ class Canvas:
 
     def __init__(self, form: Form, rng: np.random.Generator, background: str = "normal",
                  sel: int | None = None, nib: int | np.ndarray | None = None):
-        from ..inputs import random_elements
+        from .regimes import random_elements
 
         self.form = form
         self.rng = rng

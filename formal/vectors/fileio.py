@@ -17,7 +17,7 @@ Grammar of the hex format (one case per line, like Berkeley TestFloat)::
     rows      = row { "|" row } ; row = elem { "," elem } ;
     elem      = hex, ceil(bits / 4) digits (the element's encoding, right-aligned) ;
     note      = "id=" decimal SP "points=" points [ SP "seen=" points ] SP "why=" text ;
-    points    = point { "," point } ;         built for / observed (see formal.coverage)
+    points    = point { "," point } ;         built for / observed (see formal.vectors.coverage)
 
     d (or D) is the expected result.  Fields may come in any order; readers ignore
     unknown fields.

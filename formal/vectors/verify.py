@@ -3,7 +3,7 @@
 :func:`verify` compares every destination register (every D element at matrix level)
 bit for bit and reports, per coverage point, how many of the cases that hit it pass,
 plus the first mismatches with the case's inputs, its points and why it exists.  The
-same report serves :func:`formal.audit` (a Python model instead of a device).
+same report serves :func:`formal.vectors.audit` (a Python model instead of a device).
 """
 
 from __future__ import annotations

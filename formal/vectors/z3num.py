@@ -2,10 +2,10 @@
 
 Two users:
 
-* the coverage solver (:mod:`formal.coverage`) asks for element encodings whose *exact*
+* the coverage solver (:mod:`formal.vectors.coverage`) asks for element encodings whose *exact*
   dot product has a property ("a product whose exponent forces a shift of at least 24
   against c", "a sum that cancels to exactly zero", "an exact result that is subnormal");
-* the symbolic auditor (:mod:`formal.audit`) needs the reference model of one output
+* the symbolic auditor (:mod:`formal.vectors.audit`) needs the reference model of one output
   element as a Z3 term, to search for an input on which a user's Z3 model differs.
 
 Everything is bit-vectors over the raw encodings.  Widths, biases and special encodings

@@ -42,7 +42,7 @@ from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 
-from ..sass import parse_sass  # noqa: F401  (re-exported)
+from ..catalog.sass import parse_sass  # noqa: F401  (re-exported)
 from ..specdata import spec_dir
 from . import memory as wmem
 from . import probes as W
@@ -116,7 +116,7 @@ def _sass_functions(kernels, target: str, ptx: str, ptxas_path: str | None = Non
     """Assemble alignment kernels with ptxas and disassemble them: ({kernel: [(opcode, operands)]},
     ptxas version, cuobjdump version).  Needs ptxas (CUDA 13.0 preferred: the H100's driver R580
     JITs with that compiler) and cuobjdump (env CUOBJDUMP, PATH, or the nvidia-cuda-cuobjdump wheel)."""
-    from .. import ptxas as px
+    from ..catalog import ptxas as px
 
     pa = px.probe(ptxas_path) if ptxas_path else (px.find("13.0") or px.find())
     cu = cuobjdump_path or _find_tool("cuobjdump")

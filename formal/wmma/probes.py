@@ -15,7 +15,7 @@ from functools import lru_cache
 import numpy as np
 
 from .. import catalog as cat
-from .. import ptx as ptxtext
+from ..catalog import text as ptxtext
 from ..catalog import Form
 from . import memory as wmem
 

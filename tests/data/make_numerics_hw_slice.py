@@ -24,7 +24,7 @@ from compare_capture import load_run  # noqa: E402
 
 from formal.catalog import parse  # noqa: E402
 from formal.evaluate import ARCH_TARGETS, evaluate  # noqa: E402
-from formal.inputs import random_inputs  # noqa: E402
+from formal.vectors.regimes import random_inputs  # noqa: E402
 from formal.numerics import MODELS  # noqa: E402
 from formal.numerics.params import mod4_groups  # noqa: E402
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .catalog import BadArgument
+from ..catalog import BadArgument
 
 
 def _unsigned_for(bits: int) -> type:

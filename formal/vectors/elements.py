@@ -4,7 +4,7 @@ negative zero, the NaNs worth testing.  Read from ``specs/formats.toml`` through
 
 from __future__ import annotations
 
-from .numerics.formats import get_format
+from ..numerics.formats import get_format
 
 
 

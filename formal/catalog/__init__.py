@@ -39,8 +39,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from functools import cached_property, lru_cache
 from typing import Any, Iterable, Iterator
 
-from .expr import Formula, FormulaError
-from .specdata import load_spec
+from ..expr import Formula, FormulaError
+from ..specdata import load_spec
 
 # ----------------------------------------------------------------------------------
 # errors

@@ -1,6 +1,6 @@
 """Audit a hardware model (simulator, RTL reference, emulator) against the spec.
 
-``formal.audit(opcode, model, arch="sm_90")`` runs the coverage vectors of
+``formal.vectors.audit(opcode, model, arch="sm_90")`` runs the coverage vectors of
 :mod:`formal.vectors` plus random ones through the user's model and through the
 evaluator, and returns an :class:`AuditReport`: per coverage point which cases pass,
 :attr:`AuditReport.caught_by` (the coverage points that exposed a difference), and for a
@@ -23,7 +23,7 @@ For ``wmma.mma`` and block-scaled forms, where vectors are matrices, it is calle
 A *symbolic* model is one output element written with Z3 bit-vectors (wrap it with
 :func:`z3_model`)::
 
-    @formal.audit.z3_model
+    @formal.vectors.audit.z3_model
     def element(a, b, c):          # a, b: lists of K BitVecs (element widths), c: BitVec
         return d                   # BitVec of the D element's width
 
@@ -49,7 +49,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .catalog import Form, parse
+from ..catalog import Form, parse
 
 # ------------------------------------------------------------------------------------------
 # symbolic models
@@ -76,7 +76,7 @@ def z3_model(fn: Callable) -> SymbolicModel:
 
 
 def _elem_widths(form: Form) -> tuple[int, int, int, int]:
-    from .numerics.formats import get_format
+    from ..numerics.formats import get_format
 
     return tuple(get_format(t).bits for t in (form.atype, form.btype, form.ctype, form.dtype))  # type: ignore
 
@@ -114,8 +114,8 @@ class _Compiled:
 
 def lift(sm: SymbolicModel, opcode, a, b, c, e=None, sel=None, arch=None, **kw):
     """Evaluate a symbolic element model on register (or matrix) inputs, element by element."""
-    from . import layout
-    from .vectors.draft import is_matrix_level
+    from .. import layout
+    from .draft import is_matrix_level
 
     form = opcode if isinstance(opcode, Form) else parse(opcode)
     M, N, K = form.mnk
@@ -129,7 +129,7 @@ def lift(sm: SymbolicModel, opcode, a, b, c, e=None, sel=None, arch=None, **kw):
         B = layout.unpack(form, "b", b)
         C = layout.unpack(form, "c", c)
         if form.is_sparse:
-            from .metadata import gather_terms
+            from ..metadata import gather_terms
 
             vals, kidx = gather_terms(form, a, e, sel)
         else:
@@ -333,9 +333,9 @@ def symbolic_search(form: Form, sm: SymbolicModel, arch: str = "sm_90", k_active
     """Search for an input where the symbolic model and the reference differ (one output element)."""
     import z3
 
-    from .numerics.formats import get_format
-    from .vectors import z3num as Z
-    from .vectors.draft import dims, element, spread
+    from ..numerics.formats import get_format
+    from . import z3num as Z
+    from .draft import dims, element, spread
 
     t0 = time.perf_counter()
     _, _, _, K, Ka = dims(form)
@@ -403,7 +403,7 @@ def symbolic_search(form: Form, sm: SymbolicModel, arch: str = "sm_90", k_active
 
 def _runner(model: Callable, vs, arch: str):
     """inputs (a list of dicts like a case's) -> the model's outputs, for the reducer."""
-    from .vectors.build import Case, VectorSet
+    from .build import Case, VectorSet
 
     def run(inputs, case):
         cs = [Case(i, vs.opcode, case.sel, [], "", x, np.asarray(case.expected), [], case.level)
@@ -421,7 +421,7 @@ def explain(vs, got, arch, model: Callable | None = None, max_witnesses: int = 8
     """Element witnesses, root-cause groups and background-only points of a failing run
     (``model`` enables the reduction; without it, e.g. for a device's result file, the
     witnesses are the original elements)."""
-    from .vectors.witness import failing_elements, reduce_element, root_causes
+    from .witness import failing_elements, reduce_element, root_causes
 
     form = vs.form
     elems = failing_elements(vs, got)
@@ -469,7 +469,7 @@ def audit(opcode: str | Form, model: Callable, arch: str = "sm_90", count: int =
     ``"matrix"`` calls the model with matrices ``model(opcode, A, B, C) -> D`` (no fragment
     layouts needed).  Failing elements are reduced (``reduce``) and grouped by root cause.
     """
-    from .vectors import compare, generate
+    from . import compare, generate
 
     form = opcode if isinstance(opcode, Form) else parse(opcode)
     vs = vectors if vectors is not None else generate(form, arch=arch, count=count, seed=seed, coverage=coverage,
@@ -547,8 +547,8 @@ _PAIRS: dict[tuple, tuple] = {}
 def _pair_witnesses(form: Form, names: tuple, seed: int, want: int):
     """({pair: {"witnesses", "identical"}}, [(point, Witness)]) of the pairwise searches: a
     pure function of its arguments, cached per process (regs and matrix level share it)."""
-    from .vectors.build import _seed_for
-    from .vectors import distinguish as X
+    from .build import _seed_for
+    from . import distinguish as X
 
     key = (form.opcode, names, seed, want)
     if not all(isinstance(n, str) for n in names):     # model objects: searched every time
@@ -575,10 +575,10 @@ def _pair_witnesses(form: Form, names: tuple, seed: int, want: int):
 def distinguishing_vectors(opcode: str | Form, archs=None, seed: int = 0, want: int = 2, level: str = "regs"):
     """Vectors on which every pair of architecture models (that serve the form) differ:
     (VectorSet with sm_90 expectations, {pair: {"witnesses", "identical"}}, archs)."""
-    from .numerics.archs import MODELS
-    from .vectors.build import _seed_for, from_drafts
-    from .vectors import distinguish as X
-    from .vectors.draft import Canvas
+    from ..numerics.archs import MODELS
+    from .build import _seed_for, from_drafts
+    from . import distinguish as X
+    from .draft import Canvas
 
     form = opcode if isinstance(opcode, Form) else parse(opcode)
     names = [a for a in (archs or list(MODELS)) if X.supports(form, a)]
@@ -610,9 +610,9 @@ def identify(opcode: str | Form, model: Callable, archs=None, seed: int = 0, lev
     """Which of the evaluator's architecture models ``model`` behaves like, on vectors built
     to tell every pair apart, and where it departs from each.  ``prepared``: the result of
     :func:`distinguishing_vectors` to reuse."""
-    from .vectors.build import Case, VectorSet
-    from .vectors.draft import evaluate_inputs, is_matrix_level
-    from .vectors.witness import evaluate_inputs_level, failing_elements
+    from .build import Case, VectorSet
+    from .draft import evaluate_inputs, is_matrix_level
+    from .witness import evaluate_inputs_level, failing_elements
 
     form = opcode if isinstance(opcode, Form) else parse(opcode)
     vs, pairs, names = prepared or distinguishing_vectors(form, archs, seed, level=level)
@@ -643,8 +643,8 @@ def identify(opcode: str | Form, model: Callable, archs=None, seed: int = 0, lev
     return rep
 
 
-# ``formal.audit(...)``: the module is callable, so ``import formal.audit`` and the
-# attribute ``formal.audit`` both work as the issue spells them.
+# ``formal.vectors.audit(...)``: the module is callable, so ``import formal.vectors.audit`` and the
+# attribute ``formal.vectors.audit`` both work as the issue spells them.
 class _CallableModule(types.ModuleType):
     def __call__(self, *args, **kw):
         return audit(*args, **kw)

@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from . import prove
-from .layout import Layout, LayoutError, _as_form, fragment
+from .. import prove
+from ..layout import Layout, LayoutError, _as_form, fragment
 
 AXES = {"M": (("a", "row"), ("c", "row")), "K": (("a", "col"), ("b", "row")), "N": (("b", "col"), ("c", "col"))}
 _LETTER = {"row": 0, "col": 1}

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .catalog import Form, Operand
-from .specdata import load_spec
+from ..catalog import Form, Operand
+from ..specdata import load_spec
 
 REGIMES = ("bits", "normal", "finite", "align", "extreme", "special")
 
@@ -137,7 +137,7 @@ def random_operand(rng: np.random.Generator, op: Operand, T: int, regime: str, r
 def random_metadata(rng: np.random.Generator, form: Form, T: int) -> np.ndarray:
     """[T, 32] uint32 metadata where every nibble of every lane is a legal index pair
     (the legal values come from specs/metadata.toml via formal.metadata)."""
-    from .metadata import meta
+    from ..metadata import meta
 
     # canonical order: increasing index pairs (0,1),(0,2),...,(2,3), then the reversed pairs
     pool = sorted(meta(form).legal_nibbles,

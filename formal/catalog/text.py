@@ -1,6 +1,6 @@
 """PTX text for a form: register declarations and the instruction line.
 
-Shared by the ptxas checks (``formal.ptxas``) and the hardware harness
+Shared by the ptxas checks (``formal.catalog.ptxas``) and the hardware harness
 (``formal.hw``), so that what is assembled is exactly what is run.
 
 Registers are declared ``.b32`` (``.b64``/``.f64`` for 64-bit operands); ptxas accepts
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .catalog import Form, Operand
+from . import Form, Operand
 
 _PREFIX = {"a": "ra", "b": "rb", "c": "rc", "d": "rd", "e": "re", "scale_a": "rsa", "scale_b": "rsb", "r": "rr"}
 

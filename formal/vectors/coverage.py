@@ -51,9 +51,9 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from .catalog import Form
+from ..catalog import Form
 from .elements import enc, inf_code, max_finite, max_sub, min_sub, nan_codes, neg_zero, one  # noqa: F401
-from .numerics.formats import get_format
+from ..numerics.formats import get_format
 
 # ------------------------------------------------------------------------------------------
 # registry
@@ -140,7 +140,7 @@ class Ctx:
         return list(self.form.selectors) if self.form.is_sparse else [None]
 
     def canvas(self, name: str, background: str = "normal", sel=None, nib=None, i: int = 0):
-        from .vectors.draft import Canvas
+        from .draft import Canvas
 
         sels = self.sels()
         s = sel if sel is not None else sels[i % len(sels)]
@@ -151,11 +151,11 @@ class Ctx:
         return getattr(self.arch, "name", str(self.arch))
 
 
-# encodings of a format: formal.elements (below the vectors package, which uses them too)
+# encodings of a format: formal.vectors.elements (below the vectors package, which uses them too)
 
 
 def random_normal(rng: np.random.Generator, t: str, n: int = 1) -> list[int]:
-    from .inputs import random_elements
+    from .regimes import random_elements
 
     v = random_elements(rng, t, n, "normal", "a") & np.uint64((1 << get_format(t).bits) - 1)
     return [int(x) for x in v]
@@ -178,7 +178,7 @@ def _key(ctx: Ctx, point: str, k: int) -> tuple:
 
 
 def _dims(f: Form):
-    from .vectors.draft import dims
+    from .draft import dims
 
     return dims(f)
 
@@ -205,7 +205,7 @@ def solve(ctx: Ctx, point: str, k: int, build: Callable, want: int = 3,
         if record and not sols:
             ctx.not_covered[point] = rec["reason"]
         return list(sols)
-    from .vectors.z3num import fresh_context
+    from .z3num import fresh_context
 
     t0 = time.perf_counter()
     with fresh_context():   # the answer must not depend on earlier queries
@@ -259,7 +259,7 @@ def solve(ctx: Ctx, point: str, k: int, build: Callable, want: int = 3,
 
 def _element_check(ctx: Ctx, k: int, what: str):
     """A check for :func:`solve`: the model's D of the placed terms satisfies ``what``."""
-    from .vectors.draft import check_output, element, spread
+    from .draft import check_output, element, spread
 
     _, _, _, _, Ka = _dims(ctx.form)
     pos = spread(k, Ka)
@@ -289,7 +289,7 @@ NARROW_A, NARROW_C = 12, 30
 
 def _float_vars(s, f: Form, k: int, awin=None, bwin=None, cwin=None, c_free: bool = True):
     """Element variables for k products and c, finite, exponents in windows (zero allowed)."""
-    from .vectors import z3num as Z
+    from . import z3num as Z
 
     a = Z.elems(f.atype, "a", k)
     b = Z.elems(f.btype, "b", k)
@@ -423,7 +423,7 @@ def build_invalid(ctx: Ctx):
                      "subnormal in the output format (solver, confirmed by the model)",
         "subnormal_in:a subnormal_in:b subnormal_in:c subnormal_product subnormal_out", is_float_form, solver=True)
 def build_subnormal(ctx: Ctx):
-    from .vectors import z3num as Z
+    from . import z3num as Z
 
     f = ctx.form
     rng = ctx.rng("subnormal")
@@ -549,7 +549,7 @@ def build_signed_zero(ctx: Ctx):
                      "each below half an ulp of C whose sum exceeds one ulp (solver)",
         "align_shift:P align_far_sum", is_float_form, solver=True)
 def build_alignment(ctx: Ctx):
-    from .vectors import z3num as Z
+    from . import z3num as Z
 
     z3 = Z.z3
     f = ctx.form
@@ -618,7 +618,7 @@ def build_alignment(ctx: Ctx):
                         "result at least P bits below the largest addend (solver)",
         "cancel_exact_zero cancel_catastrophic", is_float_form, solver=True)
 def build_cancellation(ctx: Ctx):
-    from .vectors import z3num as Z
+    from . import z3num as Z
 
     z3 = Z.z3
     f = ctx.form
@@ -687,7 +687,7 @@ def build_cancellation(ctx: Ctx):
                     "unreachable where no finite inputs can overflow)",
         "overflow_out", is_float_form, solver=True)
 def build_overflow(ctx: Ctx):
-    from .vectors import z3num as Z
+    from . import z3num as Z
 
     z3 = Z.z3
     f = ctx.form
@@ -801,7 +801,7 @@ def _applies_int(f: Form) -> bool:
         "int_wrap_hi int_wrap_lo int_sat_hi int_sat_lo int_at_max int_at_min int_sat_transient",
         _applies_int, solver=True)
 def build_int_bounds(ctx: Ctx):
-    from .vectors import z3num as Z
+    from . import z3num as Z
 
     z3 = Z.z3
     f = ctx.form
@@ -902,7 +902,7 @@ def build_b1(ctx: Ctx):
                     "pairs; lanes that do not contribute metadata holding (legal) junk",
         "metadata_pair:0xN metadata_mixed metadata_idle_lanes", lambda f: f.family == "mma.sp" and not f.block_scale)
 def build_metadata(ctx: Ctx):
-    from .vectors.draft import meta
+    from .draft import meta
 
     f = ctx.form
     fm = meta(f)
@@ -945,7 +945,7 @@ def build_block_scale(ctx: Ctx):
     st = f.stype
     fs = get_format(st)
     ext = [0x00, 0x7F, 0xFE, 0xFF] if st == "ue8m0" else [0x00, 0x01, 0x38, 0x7E, 0x7F]
-    from .vectors.draft import unit_scale
+    from .draft import unit_scale
 
     unit = unit_scale(f)
     M, N, K = f.mnk
@@ -1030,7 +1030,7 @@ def build_layout(ctx: Ctx):
 
 
 def meta(f: Form):
-    from .vectors.draft import meta as _m
+    from .draft import meta as _m
 
     return _m(f)
 
@@ -1091,7 +1091,7 @@ def _mechanism_witnesses(ctx: Ctx) -> list[tuple[str, str, list]]:
     """(point, what, witnesses) per mechanism, from the structured search.  A pure function of
     (form, arch, seed): cached with the solver's answers (``_SOLUTIONS``, cleared with them) for
     a named arch; an ArchModel object is searched every time."""
-    from .vectors import distinguish as X
+    from . import distinguish as X
 
     f = ctx.form
     key = ("mechanisms", f.opcode, ctx.arch, ctx.seed) if isinstance(ctx.arch, str) else None
@@ -1128,7 +1128,7 @@ def _mechanism_witnesses(ctx: Ctx) -> list[tuple[str, str, list]]:
 def _nan_multi(ctx: Ctx) -> list:
     """Dot products with two or three NaN sources (a and c, a and b at one k, b and a at two k,
     NaN beside Inf*0), each NaN with its own payload and sign."""
-    from .vectors.distinguish import Witness
+    from .distinguish import Witness
 
     f = ctx.form
     if not is_float_form(f):
@@ -1164,7 +1164,7 @@ def _nan_multi(ctx: Ctx) -> list:
 # placed in a slot of every form with the probe's types and shape
 
 def _probes_for(f: Form) -> list:
-    from .numerics.probes import PROBES
+    from ..numerics.probes import PROBES
 
     out = []
     for p in PROBES:
@@ -1211,10 +1211,10 @@ RANDOM_REGIMES = ("bits", "normal", "finite", "align", "extreme", "special")
 
 
 def random_drafts(ctx: Ctx, count: int) -> list:
-    """``count`` random warps, cycling through the input regimes of ``formal.hw.inputs``
+    """``count`` random warps, cycling through the input regimes of ``formal.vectors.regimes``
     (and, for sparse forms, the selectors)."""
-    from .inputs import random_inputs
-    from .vectors.draft import Draft, is_matrix_level
+    from .regimes import random_inputs
+    from .draft import Draft, is_matrix_level
 
     f = ctx.form
     out = []
@@ -1224,7 +1224,7 @@ def random_drafts(ctx: Ctx, count: int) -> list:
         regime = RANDOM_REGIMES[i % len(RANDOM_REGIMES)]
         seed = int(rng.integers(0, 2**63 - 1))
         if is_matrix_level(f):
-            from .vectors.draft import Canvas
+            from .draft import Canvas
 
             cv = Canvas(f, np.random.Generator(np.random.PCG64(seed)), regime)
             d = cv.draft([f"random:{regime}"], f"random {regime} matrices (seed {seed})")
@@ -1241,7 +1241,7 @@ def random_drafts(ctx: Ctx, count: int) -> list:
         inp = random_inputs(f, 1, regime, seed)
         regs = {k: v[0] for k, v in inp.items()}
         d = Draft([f"random:{regime}"] + ([f"selector:{sel}"] if sel is not None else []),
-                  f"random {regime} registers (formal.hw.inputs, seed {seed})", sel=sel)
+                  f"random {regime} registers (formal.vectors.regimes, seed {seed})", sel=sel)
         d.regs = regs
         out.append(d)
     return out

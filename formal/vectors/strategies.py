@@ -3,7 +3,7 @@
 ::
 
     from hypothesis import given
-    from formal import strategies as fs
+    from formal.vectors import strategies as fs
 
     OP = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 
@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from .catalog import Form, parse
-from .numerics.formats import decode, get_format, to_float64
+from ..catalog import Form, parse
+from ..numerics.formats import decode, get_format, to_float64
 
 
 def _form(opcode) -> Form:
@@ -133,7 +133,7 @@ def metadata(draw, opcode, sel: int | None = None, idle: str = "zero") -> np.nda
     """Legal metadata registers ``[32]`` (uint32) for a sparse form under selector ``sel``:
     a legal index pair (nibble) in every (row, chunk) the selected lanes hold.  ``idle``:
     what lanes that contribute no metadata hold -- "zero" or "junk" (legal nibbles)."""
-    from .metadata import meta
+    from ..metadata import meta
 
     form = _form(opcode)
     fm = meta(form)
@@ -174,7 +174,7 @@ def fragments(draw, opcode, T: int = 1, sel: int | None = None, a=None, b=None, 
     every encoding).  ``sel``: the sparsity selector (default: drawn from the legal ones).
     ``scale``: strategy for block-scale factors (default any encoding of ``.stype``).
     """
-    from .vectors.draft import _pack, _sparse_regs, dims, is_matrix_level
+    from .draft import _pack, _sparse_regs, dims, is_matrix_level
 
     form = _form(opcode)
     P, M, N, K, Ka = dims(form)
@@ -194,7 +194,7 @@ def fragments(draw, opcode, T: int = 1, sel: int | None = None, a=None, b=None, 
         return out
     out = {"b": _pack(form, "b", B), "c": _pack(form, "c", C)}
     if form.is_sparse:
-        from .metadata import meta
+        from ..metadata import meta
 
         fm = meta(form)
         s = draw(st.sampled_from(list(fm.selectors))) if sel is None else sel

@@ -24,18 +24,29 @@ uses lanes ``thr_to_lane(t) + q * product_lane_stride`` (CuTe's TiledMMA of the 
 
 Both ``((4,8),(2,2)):((32,1),(16,8))`` and the C++ spelling
 ``Layout<Shape<Shape<_4,_8>,Shape<_2,_2>>, Stride<Stride<_32,_1>,Stride<_16,_8>>>`` parse.
+
+For layout transformations: :func:`cute_map` (the algebra map ``(lane, i) -> (row, col)``),
+:func:`cute_endpoint` (a transform register endpoint) and :func:`export` (a register layout
+as the shortest CuTe TV layout, proved equal to it; layouts that are not a sum of per-bit
+strides, e.g. XOR swizzles, are refused with the first point that differs).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
-from .layout import Layout, LayoutError, fragment
+from .. import algebra as alg
+from ..algebra import AlgebraError, Map
+from ..layout import Layout, LayoutError, fragment
 
 Nested = Any   # int or tuple of Nested
+
+
+class CuteError(AlgebraError, LayoutError):
+    """Bad CuTe input (exit code 2 in the CLI)."""
 
 
 class CuteFlagError(LayoutError):
@@ -45,7 +56,7 @@ class CuteFlagError(LayoutError):
 def _tokens(text: str) -> list[str]:
     bad = re.search(r"[^()\d,:\s-]", text)
     if bad:
-        raise LayoutError(f"CuTe layout: unexpected {bad.group()!r} in {text.strip()!r}")
+        raise CuteError(f"CuTe layout: unexpected {bad.group()!r} in {text.strip()!r}")
     return re.findall(r"\(|\)|,|:|-?\d+", text)
 
 
@@ -56,7 +67,7 @@ def _parse_tuple(toks: list[str], pos: int, depth: int = 0) -> tuple[Nested, int
     t = toks[pos]
     if t == "(":
         if depth >= MAX_DEPTH:
-            raise LayoutError(f"CuTe layout: nested more than {MAX_DEPTH} levels deep")
+            raise CuteError(f"CuTe layout: nested more than {MAX_DEPTH} levels deep")
         items = []
         pos += 1
         while True:
@@ -67,12 +78,12 @@ def _parse_tuple(toks: list[str], pos: int, depth: int = 0) -> tuple[Nested, int
                 continue
             if toks[pos] == ")":
                 return tuple(items), pos + 1
-            raise LayoutError(f"CuTe layout: unexpected {toks[pos]!r}")
+            raise CuteError(f"CuTe layout: unexpected {toks[pos]!r}")
     if re.fullmatch(r"-?\d+", t):
         if len(t.lstrip("-")) > 10 or abs(int(t)) > MAX_INT:
-            raise LayoutError(f"CuTe layout: integer {t[:24]}{'...' if len(t) > 24 else ''} is too large (at most 2^32)")
+            raise CuteError(f"CuTe layout: integer {t[:24]}{'...' if len(t) > 24 else ''} is too large (at most 2^32)")
         return int(t), pos + 1
-    raise LayoutError(f"CuTe layout: unexpected {t!r}")
+    raise CuteError(f"CuTe layout: unexpected {t!r}")
 
 
 def _normalise(text: str) -> str:
@@ -99,18 +110,18 @@ def parse(text: str) -> tuple[Nested, Nested]:
     """``'(4,8):(1,4)'`` -> (shape, stride) as nested tuples of ints."""
     s = _normalise(text)
     if ":" not in s:
-        raise LayoutError(f"CuTe layout {text!r}: expected SHAPE:STRIDE")
+        raise CuteError(f"CuTe layout {text!r}: expected SHAPE:STRIDE")
     a, b = s.split(":", 1)
     try:
         ta, tb = _tokens(a), _tokens(b)
         shape, pa = _parse_tuple(ta, 0)
         stride, pb = _parse_tuple(tb, 0)
     except IndexError:
-        raise LayoutError(f"CuTe layout {text!r}: unbalanced parentheses") from None
+        raise CuteError(f"CuTe layout {text!r}: unbalanced parentheses") from None
     if pa != len(ta) or pb != len(tb):
-        raise LayoutError(f"CuTe layout {text!r}: trailing characters")
+        raise CuteError(f"CuTe layout {text!r}: trailing characters")
     if not _congruent(shape, stride):
-        raise LayoutError(f"CuTe layout {text!r}: shape and stride do not have the same nesting")
+        raise CuteError(f"CuTe layout {text!r}: shape and stride do not have the same nesting")
     return shape, stride
 
 
@@ -319,7 +330,7 @@ def audit_metadata(tv: str, form_or_opcode, sel: int = 0, timeout_ms: int = 2000
     maps as tables; returns {"status", "witness", "solver", ...}."""
     import z3
 
-    from .metadata.spec import meta
+    from ..metadata.spec import meta
 
     fm = meta(form_or_opcode)
     t, v, idx, nval = _tv(tv)
@@ -385,9 +396,9 @@ def audit_metadata(tv: str, form_or_opcode, sel: int = 0, timeout_ms: int = 2000
 
 def audit_tiled(tv: str, form_or_opcode, operand: str, tile, *, compare_bits: bool = True,
                 timeout_ms: int = 20000, **params):
-    from . import catalog as cat
-    from .layout import normalize_operand
-    from .prove import audit_layout as audit
+    from .. import catalog as cat
+    from ..layout import normalize_operand
+    from ..prove import audit_layout as audit
     from .triton import TileReport, WholeReport
 
     form = cat.parse(form_or_opcode) if isinstance(form_or_opcode, str) else form_or_opcode
@@ -441,3 +452,119 @@ def audit_tiled(tv: str, form_or_opcode, operand: str, tile, *, compare_bits: bo
            "copies": sorted({int(x) for x in np.unique(held[held > 0])})}
     how = f"CuTe TiledMMA: warp = thread // 32, the {E} values of each value group form one instruction"
     return WholeReport(form.opcode, op, ref.name, shape2, list(range(E.bit_length() - 1)), how, reports, cov)
+
+
+# ---------------------------------------------------------------- algebra maps, endpoints, export
+
+def _flat(t) -> list[int]:
+    return [x for y in t for x in _flat(y)] if isinstance(t, tuple) else [t]
+
+
+def _mode_formula(var: str, shape, stride) -> str:
+    terms, div = [], 1
+    for s, d in zip(_flat(shape), _flat(stride)):
+        if s > 1 and d != 0:
+            terms.append(f"((({var}) // {div}) % {s}) * {d}")
+        div *= s
+    return " + ".join(terms) or "0"
+
+
+def cute_map(layout: str, rows: int, cols: int, name: str = "", transpose: bool = False) -> Map:
+    """(lane, i) -> (row, col) of a TV layout into a column-major rows x cols tile
+    (``transpose``: the layout indexes the cols x rows transpose, as CuTe's N x K B)."""
+    shape, stride = parse(layout)
+    if not isinstance(shape, tuple) or len(shape) != 2:
+        raise CuteError(f"a TV layout has two modes (thread, value): {layout}")
+    nt, nv = size(shape[0]), size(shape[1])
+    if nt != 32:
+        raise CuteError(f"thread mode has {nt} threads, a warp has 32")
+    idx = f"({_mode_formula('lane', shape[0], stride[0])}) + ({_mode_formula('i', shape[1], stride[1])})"
+    if transpose:
+        f = {"row": f"({idx}) // {cols}", "col": f"({idx}) % {cols}"}
+    else:
+        f = {"row": f"({idx}) % {rows}", "col": f"({idx}) // {rows}"}
+    return alg.from_formulas([("lane", 32), ("i", nv)], [("row", rows), ("col", cols)], f,
+                             name=name or f"cute {layout}")
+
+
+def cute_endpoint(layout: str, rows: int, cols: int, regs: Sequence[str], bits: int, reg_bits: int = 32,
+                  label: str = "", transpose: bool = False):
+    from .spaces import RegLayout, TransformError
+
+    m = cute_map(layout, rows, cols, transpose=transpose)
+    epr = max(1, reg_bits // bits)
+    nv = m.ins[1].size
+    if nv % epr or nv // epr != len(regs):
+        raise TransformError(f"CuTe layout has {nv} values = {nv / epr:g} registers of {epr} x {bits}-bit; "
+                             f"{len(regs)} register names given")
+    m = m.split("i", [("reg", nv // epr), ("elem", epr)])
+    return RegLayout(list(regs), m, bits, reg_bits, label=label or f"CuTe {layout}")
+
+
+def _coalesce(strides: list[int]) -> list[tuple[int, int]]:
+    """Per-bit strides -> coalesced (size, stride) modes (merge while stride doubles)."""
+    out: list[list[int]] = []
+    for s in strides:
+        if out and out[-1][1] * out[-1][0] == s and out[-1][1] != 0:
+            out[-1][0] *= 2
+        elif out and out[-1][1] == 0 and s == 0:
+            out[-1][0] *= 2
+        else:
+            out.append([2, s])
+    return [(a, b) for a, b in out]
+
+
+def _fmt_mode(modes: list[tuple[int, int]]) -> tuple[str, str]:
+    if not modes:
+        return "1", "0"
+    if len(modes) == 1:
+        return str(modes[0][0]), str(modes[0][1])
+    return "(" + ",".join(str(a) for a, _ in modes) + ")", "(" + ",".join(str(b) for _, b in modes) + ")"
+
+
+def export(layout, timeout_ms: int = alg.DEFAULT_TIMEOUT_MS, transpose: bool | None = None) -> str:
+    """The CuTe TV layout string of a register layout, proved equal to it.
+
+    By default in CuTe's own orientation, the one ``layout audit --cute`` imports: A is
+    M x K, C/D M x N, and B (a spec ``Layout`` of operand b) N x K, as CuTe's BLayout.
+    ``transpose=False`` forces the PTX orientation (B: K x N), ``transpose=True`` exports
+    (col, row) of any layout."""
+    from .triton import _as_map
+
+    if transpose is None:
+        transpose = isinstance(layout, Layout) and layout.operand == "b"
+    m = _as_map(layout)
+    if transpose:
+        m = m.rename(row="col", col="row")
+        m = alg.Composed(m, alg.identity([d for d in m.outs if d.name == "row"] + [d for d in m.outs if d.name == "col"]))
+    names = [d.name for d in m.ins]
+    if set(names) == {"lane", "reg", "elem"}:
+        m = m.fuse(["reg", "elem"], "i")
+    sizes = {d.name: d.size for d in m.ins}
+    outs = {d.name: d.size for d in m.outs}
+    rows, cols = outs["row"], outs["col"]
+    m = alg.Composed(alg.identity([("lane", sizes["lane"]), ("i", sizes["i"])]), m)
+    b = m.box()
+    mask = m.domain_mask(b)
+    if not mask.all():
+        i = int((~mask).nonzero()[0][0])
+        raise CuteError(f"layout holds nothing at lane {b['lane'][i]}, value {b['i'][i]}: a TV layout is total")
+    for d, n in sizes.items():
+        if n & (n - 1):
+            raise CuteError(f"{d} has {n} points; export handles power-of-two modes")
+
+    def idx(lane, i):
+        o = m.eval({"lane": lane, "i": i})
+        return o["row"] + rows * o["col"]
+
+    if idx(0, 0) != 0:
+        raise CuteError("(thread 0, value 0) is not at index 0: not a CuTe layout")
+    ts = [idx(1 << b, 0) for b in range(sizes["lane"].bit_length() - 1)]
+    vs = [idx(0, 1 << b) for b in range(sizes["i"].bit_length() - 1)]
+    (tsh, tst), (vsh, vst) = _fmt_mode(_coalesce(ts)), _fmt_mode(_coalesce(vs))
+    text = f"({tsh},{vsh}):({tst},{vst})"
+    cm = cute_map(text, rows, cols)
+    p = m.equals(cm, timeout_ms, names=("layout", "cute"))
+    if p.status != "proved":
+        raise CuteError(f"not a CuTe (sum of strides) layout: {p.detail or p.witness}")
+    return text

@@ -1,7 +1,7 @@
 """NVIDIA's assembler as a second opinion on the catalog.
 
 ``formal.catalog`` decides legality from the PTX ISA *text*; this module asks
-``ptxas`` the same question, so the two can be compared (``formal.ptxas_sweep``).
+``ptxas`` the same question, so the two can be compared (``formal.catalog.sweep``).
 Where they disagree the catalog keeps following the text and ``specs/errata.toml``
 records the disagreement with its evidence.
 
@@ -44,9 +44,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from . import ptx as ptxtext
-from .catalog import Form, Operand, operands_of, parse_instruction, parse_target, split_instruction
-from .specdata import load_spec
+from . import text as ptxtext
+from . import Form, Operand, operands_of, parse_instruction, parse_target, split_instruction
+from ..specdata import load_spec
 
 # ----------------------------------------------------------------------------------
 # locating ptxas

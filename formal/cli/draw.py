@@ -6,7 +6,7 @@ panels stack vertically in one figure (e.g. the four products of m8n8k4, or the 
 words of sparse mma).  :func:`layout_svg` draws a fragment layout with it: cell (row,
 col) shows ``T<lane>`` and the element name ``a<i>``, coloured by lane.
 
-    >>> from formal.draw import Cell, Panel, svg, lane_color
+    >>> from formal.cli.draw import Cell, Panel, svg, lane_color
     >>> p = Panel("example", 1, 2, {(0, 0): Cell(["T0", "a0"], lane_color(0))})
     >>> svg([p]).startswith("<svg")
     True
@@ -119,7 +119,7 @@ def svg(panels: Sequence[Panel], title: str = "", font: int = 10, caption: str =
 
 def layout_panels(lay, operand: str | None = None) -> list[Panel]:
     """One panel per product: cell (row, col) labelled T<lane> / <op><i>, coloured by lane."""
-    from .layout import operand_letter
+    from ..layout import operand_letter
 
     letter = operand_letter(operand or lay.operand)
     e = lay.enumerate()
