@@ -26,7 +26,7 @@ from ..catalog.text import Immediates
 from ..vectors.regimes import REGIMES, random_inputs
 from .kernels import Case
 
-DEFAULT_REGIMES = ("bits", "normal", "finite", "align", "extreme", "special")
+DEFAULT_REGIMES = ("bits", "normal", "finite", "align", "extreme", "special", "tiny")
 
 
 @dataclass

@@ -16,7 +16,8 @@ from .xp import backend, current, like, module_for, np, on_host, to_host
 
 from . import block as B
 from .archs import get_model
-from .formats import Decoded, convert, decode, decode_converted, encode_int, get_format, int_values, to_float64
+from .formats import (Decoded, b32_to_f64, convert, decode, decode_converted, encode_int, f64_to_b16, f64_to_b32,
+                      get_format, int_values, round_binary, to_float64)
 from .params import BlockFMA, Emulated, ExactRound, FmaChain, FmaPipe, IntegerDot, Narrowed, Popc, UnsupportedPath
 
 #: products per chunk: keeps the [K, chunk] temporaries inside the CPU caches
@@ -304,24 +305,28 @@ def _run_emulated(a, b, c, sa, sb, p: Emulated, ctx):
                        zero_sign=p.add_zero_sign)
 
 
-_NP_FLOAT = {"f16": (np.float16, np.uint16), "f32": (np.float32, np.uint32)}
+def _ieee_in(codes, fmt: str):
+    """Exact float64 values of f16 / f32 codes (no float32 arithmetic on subnormals)."""
+    if fmt == "f32":
+        return b32_to_f64(np.asarray(codes).astype(np.uint32))
+    return np.asarray(codes).astype(np.uint16).view(np.float16).astype(np.float64)
+
+
+_IEEE_OUT = {"f16": f64_to_b16, "f32": f64_to_b32}
 
 
 def add_rounded(x, xtype, y, ytype, out, mode="rn", *, nan_code=None, zero_sign="ieee"):
     """IEEE x + y rounded once into ``out`` (an FADD / HADD / DADD)."""
-    if mode == "rn" and zero_sign == "ieee" and out in _NP_FLOAT and xtype in _NP_FLOAT and ytype in _NP_FLOAT:
+    if mode == "rn" and zero_sign == "ieee" and out in _IEEE_OUT and xtype in _IEEE_OUT and ytype in _IEEE_OUT:
         # f16/f32 in and out, round to nearest: the exact sum rounded to odd in float64,
-        # then one RNE cast (correct for targets of <= 51 bits; Boldo & Melquiond 2008);
+        # then one RNE rounding (correct for targets of <= 51 bits; Boldo & Melquiond 2008);
         # IEEE specials, zero signs and overflow come from the float arithmetic itself
-        with np.errstate(over="ignore", invalid="ignore"):
-            fx = np.asarray(x).astype(_NP_FLOAT[xtype][1]).view(_NP_FLOAT[xtype][0]).astype(np.float64)
-            fy = np.asarray(y).astype(_NP_FLOAT[ytype][1]).view(_NP_FLOAT[ytype][0]).astype(np.float64)
-            r = _rn_odd_sum(fx, fy).astype(_NP_FLOAT[out][0])
-        codes = r.view(_NP_FLOAT[out][1])
-        nan = np.isnan(r)
+        s = _rn_odd_sum(_ieee_in(x, xtype), _ieee_in(y, ytype))
+        codes = _IEEE_OUT[out](s)
+        nan = np.isnan(s)
         if np.any(nan):
             ncode = get_format(out).nan_code if nan_code is None else int(nan_code)
-            codes = np.where(nan, _NP_FLOAT[out][1](ncode), codes)
+            codes = np.where(nan, codes.dtype.type(ncode), codes)
         return codes
     tx = B.value_terms(decode(x, xtype))
     ty = B.value_terms(decode(y, ytype))
@@ -625,22 +630,18 @@ def _rn_odd_sum(x, y):
 
 def _rn32_sum(x, y):
     """binary32 round-to-nearest-even of the exact sum x + y of two float64 numbers
-    (each exact, |x|, |y| < 2**200): TwoSum gives the exact error e of s = RN64(x+y);
-    rounding s to odd (step one ulp toward e when e != 0 and s is even) keeps the
-    exact sum's rounding into any format of <= 51 bits, so one more RN cast to
-    float32 is the correctly rounded result (round-to-odd, Boldo & Melquiond 2008)."""
-    return _rn_odd_sum(x, y).astype(np.float32)
-
-
-def _f32_codes(v, nan_code):
-    out = np.ascontiguousarray(v, np.float32).view(np.uint32)
-    if nan_code is not None:
-        out = np.where(np.isnan(v), np.uint32(nan_code), out)
-    return out
+    (each exact, |x|, |y| < 2**200), as a float64 (Inf on overflow): TwoSum gives the
+    exact error e of s = RN64(x+y); rounding s to odd (step one ulp toward e when e != 0
+    and s is even) keeps the exact sum's rounding into any format of <= 51 bits, so one
+    more RN rounding to binary32 is the correctly rounded result (round-to-odd, Boldo &
+    Melquiond 2008)."""
+    q = round_binary(_rn_odd_sum(x, y), 24, -126)
+    return np.where(np.abs(q) >= 2.0 ** 128, np.copysign(np.inf, q), q)
 
 
 def _run_fma_pipe(a, b, c, sa, sb, p: FmaPipe, ctx):
-    """sm_90 m8n8k4 .f16: FMUL/FFMA chains per k group, FADDs with c, optional F2FP (FmaPipe)."""
+    """sm_90 m8n8k4 .f16: FMUL/FFMA chains per k group, FADDs with c, optional F2FP (FmaPipe).
+    Values are float64 holding binary32 numbers (no float32 arithmetic: see formats.f64_to_b32)."""
     if p.work != "f32":
         raise ValueError(f"FmaPipe work format {p.work!r}")
     va = to_float64(a, ctx["atype"])      # f16 -> f64 exact (HADD2.F32 is exact)
@@ -653,23 +654,22 @@ def _run_fma_pipe(a, b, c, sa, sb, p: FmaPipe, ctx):
             k0 = g[0]
             prod = va[..., k0] * vb[..., k0]          # exact: 11-bit x 11-bit significands
             if p.start == "mul":
-                part = prod.astype(np.float32)        # FMUL: exact in f32
+                part = prod                           # FMUL: exact in f32 (a normal binary32 number)
             elif p.start == "fma_zero":
                 part = _rn32_sum(prod, np.zeros(batch))   # FFMA(a, b, +0): -0 + +0 = +0
             else:
                 raise ValueError(f"FmaPipe start {p.start!r}")
             for k in g[1:]:
-                part = _rn32_sum(va[..., k] * vb[..., k], part.astype(np.float64))
-            acc = _rn32_sum(acc, part.astype(np.float64)).astype(np.float64)
+                part = _rn32_sum(va[..., k] * vb[..., k], part)
+            acc = _rn32_sum(acc, part)
         acc = np.broadcast_to(acc, batch)
+        nan = np.isnan(acc)
         if ctx["dtype"] == "f32":
-            return _f32_codes(acc.astype(np.float32), p.nan_bits)
+            out = f64_to_b32(acc)
+            return out if p.nan_bits is None else np.where(nan, np.uint32(p.nan_bits), out)
         if ctx["dtype"] == "f16":
-            h = acc.astype(np.float32).astype(np.float16)   # F2FP.F16.F32: round to nearest even
-            out = np.ascontiguousarray(h).view(np.uint16)
-            if p.out_nan_bits is not None:
-                out = np.where(np.isnan(h), np.uint16(p.out_nan_bits), out)
-            return out
+            out = f64_to_b16(acc)                     # F2FP.F16.F32: round to nearest even
+            return out if p.out_nan_bits is None else np.where(nan, np.uint16(p.out_nan_bits), out)
     raise ValueError(f"FmaPipe: dtype {ctx['dtype']!r}")
 
 

@@ -330,10 +330,83 @@ def _b32_outside(mag, lsb):
     return (mag >= (1 << 53)) | (lsb < -1022) | (lsb > 969)
 
 
+# binary32 <-> float64 without float32 arithmetic on subnormals.  CuPy compiles its kernels
+# with -ftz=true, so on a GPU a subnormal float32 converted to float64 (cvt.ftz.f64.f32), or a
+# float64 rounded to a subnormal float32, becomes zero; these helpers touch float32 values
+# only where they are normal (or Inf), and build the rest from the bits with float64 and
+# integer arithmetic, so numpy and CuPy give the same bits.
+
+def _b32_to_f64(u):
+    ef = (u >> 23) & 0xFF
+    mant = u & 0x7FFFFF
+    sig = np.where(ef == 0, mant, mant | 0x800000).astype(np.float64)
+    v = np.ldexp(sig, np.maximum(ef, 1).astype(np.int32) - 150)
+    v = np.where(ef == 0xFF, np.where(mant == 0, np.inf, np.nan), v)
+    return np.where((u >> 31) == 1, -v, v)
+
+
 @fused
-def _b32_val(r, u):
-    v = r.astype(np.float64)
-    return np.where(np.isfinite(v), v, np.where((u >> 31) == 1, -0.0, 0.0))   # NaN / Inf: a zero of their sign
+def b32_to_f64(u):
+    """Exact float64 value of binary32 bits ``u`` (uint32): subnormals, +-0 and +-Inf
+    included; a NaN becomes a float64 NaN."""
+    return _b32_to_f64(u)
+
+
+def round_binary(v, p: int, emin: int):
+    """float64 ``v`` rounded to nearest even onto a binary format of ``p`` significant bits
+    and smallest normal exponent ``emin`` (unbounded above): the rounded value, exact, as a
+    float64.  Float64 arithmetic only (frexp, ldexp and rint are exact); +-0, Inf and NaN
+    pass through, a value that rounds to zero keeps its sign."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        _, x = np.frexp(v)                            # |v| = f * 2**x, 0.5 <= f < 1
+        s = np.maximum(x.astype(np.int32) - 1, emin) - (p - 1)   # exponent of the unit in the last place
+        return np.ldexp(np.rint(np.ldexp(v, -s)), s)
+
+
+def f64_to_b32(v):
+    """binary32 bits (uint32) of float64 ``v`` rounded to nearest even, with gradual
+    underflow and overflow to Inf; a NaN keeps its sign and the top 22 payload bits and
+    is quieted (what an x86 CVTSD2SS, hence numpy, gives)."""
+    v = np.asarray(v, np.float64)
+    q = round_binary(v, 24, -126)
+    with np.errstate(over="ignore", invalid="ignore"):
+        bits = q.astype(np.float32).view(np.uint32)   # exact: q is a binary32 number (or Inf)
+    u64 = v.view(np.uint64)
+    sign = (u64 >> np.uint64(32)).astype(np.uint32) & np.uint32(0x80000000)
+    tiny = np.abs(q) < 2.0 ** -126
+    if bool(np.any(tiny)):
+        with np.errstate(over="ignore", invalid="ignore"):
+            bits = np.where(tiny, sign | (np.abs(q) * 2.0 ** 149).astype(np.uint32), bits)
+    nan = np.isnan(v)
+    if bool(np.any(nan)):
+        payload = ((u64 >> np.uint64(29)) & np.uint64(0x3FFFFF)).astype(np.uint32)
+        bits = np.where(nan, sign | np.uint32(0x7FC00000) | payload, bits)
+    return bits
+
+
+def f64_to_b16(v):
+    """binary16 bits (uint16) of float64 ``v`` rounded to nearest even (one rounding, not
+    through float32), overflow to Inf; a NaN keeps its sign and the top 10 payload bits
+    (at least one set), as numpy's double -> half conversion gives."""
+    v = np.asarray(v, np.float64)
+    q = round_binary(v, 11, -14)
+    with np.errstate(over="ignore", invalid="ignore"):
+        bits = q.astype(np.float16).view(np.uint16)   # exact: q is a binary16 number (or Inf)
+    nan = np.isnan(v)
+    if bool(np.any(nan)):
+        u64 = v.view(np.uint64)
+        sign = ((u64 >> np.uint64(48)) & np.uint64(0x8000)).astype(np.uint16)
+        payload = ((u64 >> np.uint64(42)) & np.uint64(0x3FF)).astype(np.uint16)
+        payload = np.where(payload == 0, np.uint16(1), payload)
+        bits = np.where(nan, sign | np.uint16(0x7C00) | payload, bits)
+    return bits
+
+
+@fused
+def _b32_val(u):
+    """b32_to_f64 with NaN and Inf as a zero of their sign (sig = 0, as in _decode_arith)."""
+    v = _b32_to_f64(u)
+    return np.where(((u >> 23) & 0xFF) == 0xFF, np.where((u >> 31) == 1, -0.0, 0.0), v)
 
 
 @fused
@@ -344,15 +417,13 @@ def _b32_ealign(u):
 
 def _binary32_field(d: Decoded, name: str):
     """One field of binary32 elements, on demand.  ``val`` and ``ealign`` (all that the
-    window and the f32 accumulator's c need) come from float32 / bit arithmetic: the
-    float32 -> float64 conversion is exact (subnormals too) and its sign is the sign bit;
+    window and the f32 accumulator's c need) come from the bits (:func:`b32_to_f64`);
     NaN / Inf become a zero of their sign (sig = 0, as in :func:`_decode_arith`); ealign is
     the exponent field, pinned at 1 for subnormals, minus the bias (ZERO_EXP for zeros and
     specials).  Any other field decodes every field arithmetically once."""
     u = d._bits32
     if name == "val":
-        with np.errstate(invalid="ignore"):    # a signalling NaN converts quietly (then becomes 0)
-            return _b32_val(u.view(np.float32), u)
+        return _b32_val(u)
     if name == "ealign":
         return _b32_ealign(u)
     full = _decode_arith(u, d.fmt)
@@ -587,9 +658,8 @@ def _encode_binary32(neg, mag, lsb, f: Format, mode, overflow, ftz, nan, inf, na
 
     v = (-1)**neg * mag * 2**lsb is an exact float64 when mag < 2**53 and -1022 <= lsb <= 969
     (2**lsb is then a normal float64 and the product neither rounds nor overflows; -0 for
-    a negative zero).  The float64 ->
-    float32 conversion is IEEE 754 round-to-nearest-even (numpy, CUDA), one rounding of the
-    exact value, with gradual underflow and overflow to Inf.  The rz / rm / rp result is one
+    a negative zero).  :func:`f64_to_b32` rounds it to nearest even once, with gradual
+    underflow and overflow to Inf, on numpy and CuPy alike.  The rz / rm / rp result is one
     of the two float32 numbers around v, as the RNE result r is: when r lies on the wrong
     side of v (|r| > |v| for rz, r > v for rm, r < v for rp), one step toward the direction
     gives it: the sign-magnitude code +-1 (across a binade, from Inf to the largest finite
@@ -603,12 +673,10 @@ def _encode_binary32(neg, mag, lsb, f: Format, mode, overflow, ftz, nan, inf, na
     # 2**lsb built from its bits (a normal float64 for these lsb): exact, and no libm call
     v = mag.astype(np.float64) * ((lsb + 1023) << 52).view(np.float64)
     v = np.where(neg, -v, v)
-    with np.errstate(over="ignore"):
-        r = v.astype(np.float32)
-    out = r.view(np.uint32)
+    out = f64_to_b32(v)
     if mode != "rn":
         # nextafter on the bits: the magnitude code +-1 (Inf - 1 is the largest finite number)
-        r64 = r.astype(np.float64)
+        r64 = b32_to_f64(out)
         if mode == "rz":
             out = np.where(np.abs(r64) > np.abs(v), out - np.uint32(1), out)
         elif mode == "rm":      # down: a positive magnitude shrinks; +-0 and negatives grow negative

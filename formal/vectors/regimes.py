@@ -21,7 +21,7 @@ import numpy as np
 from ..catalog import Form, Operand
 from ..specdata import load_spec
 
-REGIMES = ("bits", "normal", "finite", "align", "extreme", "special")
+REGIMES = ("bits", "normal", "finite", "align", "extreme", "special", "tiny")
 
 
 def _fmt(t: str) -> dict:
@@ -87,6 +87,10 @@ def _rand_float(rng: np.random.Generator, t: str, n: int, regime: str, role: str
         sp = np.array(specials, dtype=np.uint64)[rng.integers(0, len(specials), n)]
         sp |= (sign.astype(np.uint64) << np.uint64(bits - 1)) if signed else np.uint64(0)
         return np.where(pick < 0.06, sp, v)
+    elif regime == "tiny":
+        # the lowest binades, subnormals included: products and sums underflow, results are
+        # subnormal (where float32 subnormal handling shows, e.g. a flush-to-zero device)
+        exp = rng.integers(0, max(2, bias // 5) + 1, n)
     else:  # extreme for floats: the largest magnitudes
         exp = rng.integers(max(1, top - 2), top + 1, n)
     v = _compose(sign, exp, man, t)
