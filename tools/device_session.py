@@ -25,6 +25,10 @@ import sys
 import time
 import traceback
 
+import numpy as np
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+
 
 def step_hw(out, gpu):
     from formal.hw import check as hwc
@@ -84,8 +88,6 @@ def step_vectors(out, gpu):
 def step_selector(out, gpu):
     """Out-of-range sparsity selectors that ptxas accepts (erratum E-SP-SEL-K32-F16F32): which
     legal selector does silicon behave like?  Undefined behaviour: recorded, never modelled."""
-    import numpy as np
-
     from formal.catalog import parse
     from formal.evaluate import evaluate
     from formal.vectors.regimes import random_inputs
@@ -181,8 +183,54 @@ def step_cuda_template(out, gpu):
             "harness_rc0": sum(1 for r in rows if r.get("harness_rc") == 0)}
 
 
+def step_wgmma(out, gpu):
+    """wgmma probes (formal/hw/wgmma_probe.py): layouts, descriptor readouts, numerics; the
+    inputs are built here (deterministic) and their sha256 recorded, so the analysis can
+    rebuild them on any machine and check they are the same."""
+    import hashlib
+
+    from formal.hw import wgmma_probe as wp
+
+    d = os.path.join(out, "wgmma")
+    meta = wp.build(d)
+    dig = {}
+    for g in meta["groups"]:
+        z = np.load(os.path.join(d, f"in_{g}.npz"))
+        dig[g] = {k: hashlib.sha256(np.ascontiguousarray(z[k]).tobytes()).hexdigest()[:16] for k in z.files}
+    json.dump(dig, open(os.path.join(d, "input_digests.json"), "w"))
+    wp.run_dir(d, log=lambda m: print(m, flush=True))
+    for f in os.listdir(d):
+        if f.startswith("in_") or f.endswith(".ptx"):
+            os.remove(os.path.join(d, f))
+    return {"kernels": len(meta["kernels"]), "groups": meta["groups"]}
+
+
+def step_gec(out, gpu):
+    """The evaluator's GPU path == its CPU path on every form (tools/gpu_equals_cpu.py)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import gpu_equals_cpu as g
+
+    g.run(os.path.join(ROOT, ".devdata", "gec"), os.path.join(out, "gec.json"), int(os.environ.get("GEC_WARPS", "512")))
+    return json.load(open(os.path.join(out, "gec.json")))["summary"]
+
+
+def step_hw_tiny(out, gpu):
+    """hw-check in the 'tiny' regime (lowest binades: subnormal results) on every sm_90 form."""
+    from formal.hw import check as hwc
+
+    cases = hwc.all_cases("sm_90", "9.0")
+    trials = int(os.environ.get("HW_TRIALS", "2000"))
+    res = hwc.run(cases, trials, seed=20261128, regimes=("tiny",), gpu=gpu, progress=lambda m: print(m, flush=True))
+    rec = hwc.evidence_record(res, gpu.info.to_dict(), 20261128, ("tiny",), "sm_90")
+    json.dump(rec, open(os.path.join(out, "hw_tiny.json"), "w"), indent=1)
+    json.dump([{"opcode": r.opcode, "sel": r.sel, "first": [m.__dict__ for m in r.first]} for r in res if r.first],
+              open(os.path.join(out, "hw_tiny_mismatches.json"), "w"))
+    return {"cases": rec["cases"], "trials": rec["trials"], "mismatched_warps": rec["mismatched_warps"],
+            "errors": rec["errors"]}
+
+
 # wmma last: one of its probes may fault on purpose (a stride legal under one reading only)
-STEPS = {"hw": step_hw, "selector": step_selector, "metadata": step_metadata, "transform": step_transform, "numerics": step_numerics,
+STEPS = {"wgmma": step_wgmma, "gec": step_gec, "hw_tiny": step_hw_tiny, "hw": step_hw, "selector": step_selector, "metadata": step_metadata, "transform": step_transform, "numerics": step_numerics,
          "vectors": step_vectors, "wmma": step_wmma, "wmma_align": step_wmma_align,
          "cuda_template": step_cuda_template}
 
