@@ -24,7 +24,6 @@ columns 1 and 3 is nibble ``0b1101`` (idx0 = 1 for the first stored element, idx
 """
 
 from .check import CheckResult, check_word
-from .proofs import Result, all_obligations, obligations
 from .scan import ScanResult, scan
 from .spec import ORDERED, FormMeta, SpecError, meta
 from .storage import (InvalidMetadata, MetadataWitness, NotSparse, SelectorWitness, UndefinedBehavior,
@@ -36,6 +35,17 @@ __all__ = [
     "UndefinedBehavior", "UndefinedSelector", "all_obligations", "check_word", "compress", "decompress",
     "gather_terms", "is_sparse", "meta", "obligations", "scan", "sparse_terms",
 ]
+
+_LAZY = ("Result", "all_obligations", "obligations")     # the Z3 proofs load on first use
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        from . import proofs
+
+        return getattr(proofs, name)
+    raise AttributeError(f"module 'formal.metadata' has no attribute {name!r}")
+
 
 try:                 # ptx-formal prove: the metadata.* obligation families
     from .registry import register as _register
