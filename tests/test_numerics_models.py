@@ -111,6 +111,8 @@ FLOAT_PATHS = [
     # an f32 D from an f16 C the f32 block; m16n16k8 tf32 is two k=4 blocks (key "tf32.f32@m16n16k8")
     ("f16", "f16", "f32", "f16", 16, {"shape": (16, 16, 16)}), ("f16", "f16", "f16", "f32", 16, {"shape": (32, 8, 16)}),
     ("tf32", "tf32", "f32", "f32", 8, {"shape": (16, 16, 8)}),
+    # wgmma (M = 64) fp8: the native QGMMA block (keys "f8.f32@m64", "f8.f16@m64")
+    ("e4m3", "e5m2", "f32", "f32", 32, {"shape": (64, 8, 32)}), ("e5m2", "e5m2", "f16", "f16", 32, {"shape": (64, 8, 32)}),
 ]
 ARCHS = ["sm_90", "exact", "sm_70", "sm_80", "sm_89", "sm_100", "sm_120"]
 CASES = [(p, a) for p in FLOAT_PATHS for a in ARCHS

@@ -282,7 +282,7 @@ class ArchModel:
 
     A key may carry a shape, ``"f16.f32@m8n8k4"``: that record serves only instructions
     of that shape (``path(..., shape=(8, 8, 4))``), e.g. a shape ptxas lowers to other
-    hardware.  A key may instead carry the C type, ``"f16.f16@c=f32"``: that record
+    hardware; ``"f8.f32@m64"`` serves every shape with M = 64 (the warpgroup's wgmma).  A key may instead carry the C type, ``"f16.f16@c=f32"``: that record
     serves the path when c has that type (an f16 D from an f32 C).  Lookup order: the
     shape key, then the C-type key, then the plain key.
     """
@@ -338,9 +338,9 @@ class ArchModel:
                 raise UnsupportedPath(f"{self.name}: element type {t} is not supported by this model")
         k = self.key(atype, btype, ctype, dtype, kind, scaled)
         if shape is not None:
-            ks = f"{k}@{shape_tag(shape)}"
-            if ks in self.paths:
-                return ks, self.paths[ks]
+            for ks in (f"{k}@{shape_tag(shape)}", f"{k}@m{int(shape[0])}"):
+                if ks in self.paths:
+                    return ks, self.paths[ks]
         kc = f"{k}@{ctype_tag(ctype)}"
         if kc in self.paths:
             return kc, self.paths[kc]

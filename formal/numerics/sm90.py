@@ -214,6 +214,23 @@ F64_CHAIN = FmaChain(
              "wait for the next run. SASS: DMMA.8 / DMMA.16",
 )
 
+# wgmma (sm_90a warpgroup MMA, M = 64) with e4m3 / e5m2 inputs runs natively (QGMMA): one block
+# per 32 k with a 13-bit window and c inside it, where mma.sync emulates fp8 through f16 HMMAs.
+# Every other wgmma type takes the mma.sync path of the same types (checked on silicon below).
+WGMMA_FP8_F32 = HMMA_F32.but(
+    n=32, F=13, out_frac=13,
+    evidence="HIGH: silicon (H200 wgmma run 2026-11-28: all four e4m3/e5m2 combinations, f32 accumulator, "
+             "7 input regimes incl. specials and subnormals, imm-scale-a/b = -1, scale-d = 0 and 1, 608,768 "
+             "outputs bit-exact; refutes n = 16, F = 14 and a full 23-bit f32 output) + [huweim] (13 bits "
+             "RZ), [DSV3]",
+)
+
+WGMMA_FP8_F16 = HMMA_F16.but(
+    n=32, F=13,
+    evidence="HIGH: silicon (H200 wgmma run 2026-11-28: all four e4m3/e5m2 combinations, f16 accumulator, "
+             "7 input regimes, imm-scale -1, scale-d = 0 and 1, 606,720 outputs bit-exact; refutes n = 16, F = 14)",
+)
+
 INTEGER = IntegerDot(
     saturation="final",
     evidence="HIGH: silicon (H100 run1, 3456 warps, 144 s8/u8/s4/u4 forms dense + sparse, bit-exact; 6,371 "
@@ -248,6 +265,8 @@ SM90 = ArchModel(
         "f8.f16": FP8_EMULATION_F16,
         "f16.f32@m8n8k4": M8N8K4_F32,
         "f16.f16@m8n8k4": M8N8K4_F16,
+        "f8.f32@m64": WGMMA_FP8_F32,
+        "f8.f16@m64": WGMMA_FP8_F16,
         "f64": F64_CHAIN,
         "int": INTEGER,
         "b1": POPC,
@@ -256,6 +275,9 @@ SM90 = ArchModel(
     notes=MappingProxyType({
         "sparse": "mma.sp: the stored (compressed) k order forms the blocks, with the same n (HIGH: silicon, "
                   "H100 run1: every sparse f16/bf16/tf32/fp8/int form and selector bit-exact)",
-        "wgmma": "not modelled here: QGMMA fp8 is BLOCK(32, 13, -133, RZ, 13) with C inside the window",
+        "wgmma": "M = 64 (wgmma.mma_async): fp8 takes the native QGMMA block (paths f8.*@m64); f16, bf16, "
+                 "tf32, s8/u8 and b1 take the mma.sync paths (silicon, H200 run 2026-11-28: every dense type "
+                 "combination, 7 input regimes, imm-scale -1 = the input's sign flipped (NaN and -0 too), "
+                 "scale-d = 0 = c of +0, bit-exact)",
     }),
 )
