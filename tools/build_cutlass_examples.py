@@ -335,8 +335,88 @@ def cmd_report(args) -> int:
             blk = ", ".join(_blockers(out / b["ptx"]) + [_params(out / b["ptx"])])
             lines.append(f"| {b['name']} ({b['source'].split('/')[0]}) | {b['arch']} | {r['rc'] if r else ''} | "
                          f"{msg[:220]} | {line.replace('|', chr(92) + '|')} | {blk} |")
+    for fname, title in (("peel.json", "After scoping labels per `{ }` block and writing `.reg .b16`: the next stop"),
+                         ("peel2.json", "... and with every TMA tensor instruction commented out: the next stop")):
+        pj = out / fname
+        if not pj.exists():
+            continue
+        rows = json.loads(pj.read_text())
+        cnt = collections.Counter()
+        for r in rows:
+            key = re.sub(r"\S+\.ptx:\d+:", "FILE:N:", r["first"])
+            key = re.sub(r"'\[.*", "'[...]'", re.sub(r"line \d+", "line N", key))
+            key = re.sub(r"\S+\.ptx: \.target (\S+), \.version 9\.0: \d+ matrix instructions, 0 illegal",
+                         r"read: every matrix instruction legal (.target \1)", key)
+            cnt[(r["rc"], key)] += 1
+        lines += ["", f"## {title} ({len(rows)} modules that exited 2)", "",
+                  "Recon only (`build_cutlass_examples.py peel [--drop-tma]`): scratch copies rewritten, lint again.", "",
+                  "| exit | first line (numbers elided) | modules |", "|---|---|---|"]
+        for (rc, key), n in cnt.most_common():
+            lines.append(f"| {rc} | {key.replace('|', chr(92) + '|')} | {n} |")
+        lines += ["", "| module | exit | first line | PTX line |", "|---|---|---|---|"]
+        for r in rows:
+            lines.append(f"| {r['ptx']} | {r['rc']} | {r['first'][:200].replace('|', chr(92) + '|')} | "
+                         f"`{r['line'].replace('|', chr(92) + '|')}` |")
     Path(args.report).write_text("\n".join(lines) + "\n")
     print(f"wrote {args.report}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------- peel
+# What would the lint meet next?  Rewrite the two syntax blockers found so far in a scratch copy
+# (PTX-preserving: labels local to a { } block renamed per block; `.reg.b16` -> `.reg .b16`) and lint
+# again.  Recon only: the rewritten modules are not valid evidence of anything but the next error.
+
+def _scope_labels(text: str) -> str:
+    lines = text.split("\n")
+    out = list(lines)
+    depth, stack, nblk = 0, [], 0
+    for i, l in enumerate(lines):
+        code = l.split("//", 1)[0]
+        opens, closes = code.count("{"), code.count("}")
+        if opens > closes and depth >= 1:          # a block inside a function body
+            stack.append(i)
+        depth += opens - closes
+        if closes > opens and stack and depth >= 1:
+            j = stack.pop()
+            blk = lines[j:i + 1]
+            labels = set(re.findall(r"^\s*([A-Za-z_$][\w$]*):", "\n".join(blk), re.M))
+            if labels:
+                nblk += 1
+                for k in range(j, i + 1):
+                    for lab in labels:
+                        out[k] = re.sub(r"(?<![\w$%])" + re.escape(lab) + r"(?![\w$])", f"{lab}_blk{nblk}", out[k])
+    return "\n".join(out)
+
+
+def cmd_peel(args) -> int:
+    out = Path(args.out)
+    peel_dir = out / ("peel2" if args.drop_tma else "peel")
+    peel_dir.mkdir(exist_ok=True)
+    lint = json.loads((out / "lint.json").read_text())
+    rows = []
+    for r in lint:
+        if r["rc"] != 2:
+            continue
+        text = (out / r["ptx"]).read_text()
+        fixed = _scope_labels(text)
+        fixed = re.sub(r"\.reg\.([bsuf]\d+|pred)\b", r".reg .\1", fixed)
+        if args.drop_tma:   # level 2: comment out every TMA tensor instruction (line numbers kept)
+            fixed = re.sub(r"^([^\n/]*\[%\w+, \{[^\n]*)$", r"// peel: \1", fixed, flags=re.M)
+        dst = peel_dir / r["ptx"]
+        dst.write_text(fixed)
+        try:
+            q = subprocess.run(["ptx-formal", "kernel", "lint", str(dst)], capture_output=True, text=True,
+                               timeout=args.timeout)
+            rc, first = q.returncode, (q.stderr.strip() or q.stdout.strip()).splitlines()[:1]
+        except subprocess.TimeoutExpired:
+            rc, first = -1, [f"timeout after {args.timeout} s"]
+        first = first[0].replace(str(peel_dir) + "/", "") if first else ""
+        m = re.search(r"\.ptx:(\d+):", first) or re.search(r"line (\d+):", first)
+        line = _line(dst, int(m.group(1)))[:160] if m else ""
+        rows.append({"ptx": r["ptx"], "rc": rc, "first": first, "line": line})
+        print(f"{r['ptx']:45s} rc={rc} {first[:150]}", flush=True)
+    (out / ("peel2.json" if args.drop_tma else "peel.json")).write_text(json.dumps(rows, indent=1))
     return 0
 
 
@@ -357,8 +437,12 @@ def main(argv=None) -> int:
     r = sub.add_parser("report")
     r.add_argument("--out", required=True)
     r.add_argument("--report", required=True)
+    pl = sub.add_parser("peel", help="rewrite label scoping and .reg.bNN in scratch copies, lint again")
+    pl.add_argument("--out", required=True)
+    pl.add_argument("--timeout", type=int, default=300)
+    pl.add_argument("--drop-tma", action="store_true", help="also comment out TMA tensor instructions")
     args = ap.parse_args(argv)
-    return {"build": cmd_build, "lint": cmd_lint, "report": cmd_report}[args.cmd](args)
+    return {"build": cmd_build, "lint": cmd_lint, "report": cmd_report, "peel": cmd_peel}[args.cmd](args)
 
 
 if __name__ == "__main__":
