@@ -109,6 +109,33 @@ def table() -> str:
         bad = sum(1 for p in t.get("probes", []) if p.get("mismatches") or p.get("mma_mismatches"))
         rows.append(("layout-transformation recipes and movement probes (ldmatrix, stmatrix, movmatrix, shfl, prmt, cvt)",
                      f"{n} probes", f"{bad} not confirmed"))
+    tiny = _load("hw_check_tiny_h200.json")
+    if tiny:
+        rows.append((f"register-level forms in the `tiny` regime (lowest binades, subnormal results), "
+                     f"{tiny['gpu']['name']}, {tiny['date'][:10]}",
+                     f"{tiny['cases']} cases, {tiny['trials']:,} warps", f"{tiny['mismatched_warps']} mismatching warps"))
+    gec = _load("evaluator_gpu_cpu_h200.json")
+    if gec:
+        s, v = gec["summary"], gec["vectors"]
+        rows.append((f"the evaluator's GPU path (`device=\"cuda\"`, CuPy) against its CPU path, every mma / mma.sp "
+                     f"form x selector and wmma.mma form, {len(gec['regimes'])} regimes and every coverage vector, "
+                     f"{gec['gpu']['name']}, {gec['date'][:10]}",
+                     f"{s['case_regimes']:,} case x regime batches, {v['vectors']:,} vectors",
+                     f"{s['differing_case_regimes']} batches and {v['differing']} vectors differing; the H100 witness "
+                     f"warp {'equal' if gec['witness']['gpu_equals_h100'] else 'DIFFERENT'}"))
+    wg = _load("wgmma_silicon.json")
+    if wg:
+        v = wg["verdicts"]
+        n_out = sum(b for _, b in v["numerics_outputs"].values())
+        n_ok = sum(a for a, _ in v["numerics_outputs"].values())
+        rows.append((f"wgmma (`formal/hw/wgmma_probe.py`): accumulator fragments (every N, .f32/.f16/.s32), A from "
+                     f"registers (8 types), descriptor readouts (swizzle, start address, base offset, LBO), numerics "
+                     f"of every dense type combination, {wg['gpu']['name']}, {wg['date']}",
+                     f"{v['d_fragments'][1]} + {v['a_fragments'][1]} fragments, {v['descriptor_readouts'][1]} "
+                     f"descriptors, {n_out:,} outputs",
+                     f"{v['d_fragments'][1] - v['d_fragments'][0] + v['a_fragments'][1] - v['a_fragments'][0]} "
+                     f"fragments, {v['descriptor_readouts'][1] - v['descriptor_readouts'][0]} descriptors and "
+                     f"{n_out - n_ok} outputs disagree with the spec"))
     wm = _load("wmma_h100.json")
     if wm:
         rows.append(("wmma: fragment observations and load -> mma -> store pipelines",

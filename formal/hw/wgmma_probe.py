@@ -642,3 +642,43 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# --------------------------------------------------------------------------------- decoding
+# What the silicon did, read back from the outputs without a layout model beyond the one the
+# probe was built with: the tests compare these tables with the spec (fragments, descriptors).
+
+def observed_a_index(p: Probe, d: np.ndarray) -> np.ndarray:
+    """alayout probe: [64, K] -> index 128*E-coded (thread * E + element) that silicon put at A[m][k]."""
+    from ..numerics.formats import to_float64
+
+    n, K = p.info["n"], p.info["K"]
+    D = unpack_d(p.kernel.dtype, n, d)
+    v = to_float64(D, "f32") if p.kernel.dtype == "f32" else D.astype(np.int64)
+    idx = sum(v[j] * p.info["base"] ** j for j in range(p.info["digits"]))
+    return idx[:, :K].astype(np.int64)
+
+
+def observed_d_coords(p: Probe, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """dlayout probe: (row, col) each accumulator register slot [128, nregs, halves] holds."""
+    from ..numerics.formats import to_float64
+
+    dt, n = p.info["dtype"], p.info["n"]
+    if dt == "f16":
+        v = to_float64(np.stack([d & 0xFFFF, d >> 16], axis=-1).astype(np.uint16), "f16")    # [T,128,nd,2]
+        return v[1].astype(np.int64), v[0].astype(np.int64)
+    v = to_float64(d, "f32") if dt == "f32" else d.astype(np.int64)
+    v = v[0].astype(np.int64)[..., None]
+    return v // 256, v % 256
+
+
+def observed_readout(p: Probe, d: np.ndarray) -> np.ndarray:
+    """readout probe: byte address (relative to the 1024-aligned array) of every operand element,
+    [K, N] for B, [64, K] for A."""
+    from ..numerics.formats import to_float64
+
+    n, K, bits = p.info["n"], p.info["K"], p.info["bits"]
+    v = to_float64(unpack_d("f32", n, d), "f32")
+    idx = sum(v[j] * p.info["base"] ** j for j in range(p.info["digits"])).astype(np.int64)
+    slots = idx[:K, :] if p.info["operand"] == "B" else idx[:, :K]
+    return slots * bits // 8
