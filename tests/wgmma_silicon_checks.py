@@ -103,6 +103,50 @@ def evaluated(p, ctas=None) -> np.ndarray:
                         shape=(64, k.n, k.k))
 
 
+def _a_regs_elements(k, a_regs, K):
+    """A registers [T,128,4] -> the matrix [T, 64, K] they hold under the spec's A fragment."""
+    r, c = wp.a_map(k.atype)
+    E = r.shape[1]
+    bits = wp.EBITS[k.atype]
+    per = 32 // bits
+    regs = a_regs.astype(np.uint64)
+    T = regs.shape[0]
+    el = ((regs[:, :, :, None] >> (np.arange(per, dtype=np.uint64) * np.uint64(bits)))
+          & np.uint64((1 << bits) - 1)).reshape(T, 128, E)
+    A = np.zeros((T, 64, K), np.uint64)
+    A[:, r, c] = el
+    return A
+
+
+def sparse_expected(p, ctas=None) -> np.ndarray:
+    """The spec's D for a sparse probe: per warp, the mma.sp twin's stored terms (values and
+    logical k) times B[k], summed by the sm_90 model over the stored order."""
+    from formal.numerics import dot_terms
+
+    k, inp = p.kernel, p.inputs
+    sl = slice(None) if ctas is None else slice(0, ctas)
+    a, e = inp["a"][sl], inp["e"][sl]
+    vals, kidx = wp.sparse_terms(k.dtype, k.atype, k.btype, a, e, k.sel)        # [T,64,K/2]
+    T, n, K = a.shape[0], k.n, k.k
+    bb = wp.EBITS[k.btype]
+    byte, _, _, _ = wp.kmajor_offsets(n, K, bb)
+    img = inp["img"][sl].astype(np.uint64)
+    v = np.zeros((T, n, K), np.uint64)
+    for j in range(bb // 8):
+        v |= img[:, byte + j] << np.uint64(8 * j)
+    B = np.swapaxes(v, 1, 2)                                                       # [T, K, N]
+    bt = B[np.arange(T)[:, None, None], kidx]                                      # [T, 64, K/2, N]
+    at = np.broadcast_to(vals[..., None], bt.shape)
+    C = wp.unpack_d(k.dtype, n, inp["c"][sl].astype(np.uint32)).astype(np.uint64)
+    fl = inp["flags"][sl].astype(bool)
+    C = np.where(fl[:, None, None], C, np.uint64(0))
+    cdt = np.uint16 if k.dtype == "f16" else np.uint32
+    ab = np.uint32 if k.atype == "tf32" else np.uint8 if wp.EBITS[k.atype] <= 8 else np.uint16
+    return dot_terms(np.moveaxis(at, 3, 2).astype(ab), np.moveaxis(bt, 3, 2).astype(ab), C.astype(cdt),
+                     atype=k.atype, btype=k.btype, ctype=k.dtype, dtype=k.dtype, arch="sm_90", satfinite=k.satfinite,
+                     shape=(64, n, K), sparse=True)
+
+
 def observed_d(p, d) -> np.ndarray:
     D = wp.unpack_d(p.kernel.dtype, p.kernel.n, d)
     return D.astype(np.uint16) if p.kernel.dtype == "f16" else D
@@ -127,6 +171,13 @@ def check_all(probes, outs, numerics_ctas=None) -> dict:
             ok = np.array_equal(wp.observed_a_index(p, d), spec_a_index(p.info["atype"], p.info["K"]))
             v["a_fragments"][0] += ok
             v["a_fragments"][1] += 1
+        elif kind in ("sparse_layout", "sparse_random"):
+            got = observed_d(p, d if numerics_ctas is None else d[:numerics_ctas])
+            want = sparse_expected(p, None if kind == "sparse_layout" else numerics_ctas)
+            ok = np.array_equal(got, want)
+            e = v.setdefault("sparse_outputs", {}).setdefault(kind, [0, 0])
+            e[0] += int((got == want).sum())
+            e[1] += int(got.size)
         elif kind == "readout":
             got, want = wp.observed_readout(p, d), smem_address(p.info)
             inside = want + max(1, p.info["bits"] // 8) <= 16384       # the probe's address-coded region

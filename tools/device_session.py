@@ -192,7 +192,8 @@ def step_wgmma(out, gpu):
     from formal.hw import wgmma_probe as wp
 
     d = os.path.join(out, "wgmma")
-    meta = wp.build(d)
+    groups = os.environ.get("WG_GROUPS", "layout,readout,numerics,numx").split(",")
+    meta = wp.build(d, wp.all_probes(groups))
     dig = {}
     for g in meta["groups"]:
         z = np.load(os.path.join(d, f"in_{g}.npz"))

@@ -601,8 +601,117 @@ def numerics_probes(T: int = 32, seed: int = 20261128) -> list[Probe]:
     return out
 
 
-def all_probes() -> list[Probe]:
-    return dlayout_probes() + alayout_probes() + readout_probes() + numerics_probes()
+# --------------------------------------------------------------------------------- sparse
+# Per warp w, wgmma.mma_async.sp reads rows 16w..16w+15 as the mma.sp instruction of the same
+# types reads its 16 rows (isa.md §D/F.6-F.7: the same compressed-A and metadata figures).
+
+SPARSE_COMBOS = ([("f32", "f16", "f16"), ("f16", "f16", "f16"), ("f32", "bf16", "bf16"), ("f32", "tf32", "tf32")]
+                 + [(d, a, b) for d in ("f32", "f16") for a in ("e4m3", "e5m2") for b in ("e4m3", "e5m2")]
+                 + [("s32", a, b) for a in ("s8", "u8") for b in ("s8", "u8")])
+SPARSE_K = {"f16": 32, "bf16": 32, "tf32": 16, "e4m3": 64, "e5m2": 64, "s8": 64, "u8": 64}
+
+
+def mma_sp_twin(dtype: str, atype: str, btype: str) -> str:
+    """The mma.sp form whose 16 rows a warp of the sparse wgmma reads like."""
+    K = SPARSE_K[atype]
+    return f"mma.sp.sync.aligned.m16n8k{K}.row.col.{dtype}.{atype}.{btype}.{dtype}"
+
+
+def selectors(atype: str) -> tuple[int, ...]:
+    return (0, 1) if atype in ("f16", "bf16", "tf32") else (0,)
+
+
+def _metadata(rng, dtype, atype, btype, T, sel):
+    from ..catalog import parse
+    from ..vectors.regimes import random_metadata
+
+    f = parse(mma_sp_twin(dtype, atype, btype))
+    return np.concatenate([random_metadata(rng, f, T) for _ in range(4)], axis=1).astype(np.uint32)
+
+
+def sparse_terms(dtype, atype, btype, a_regs, e, sel):
+    """(vals [T,64,K/2], kidx [T,64,K/2]): each warp's rows through its mma.sp twin."""
+    from ..metadata import gather_terms
+
+    form = mma_sp_twin(dtype, atype, btype)
+    parts = [gather_terms(form, a_regs[:, 32 * w:32 * w + 32], e[:, 32 * w:32 * w + 32], sel) for w in range(4)]
+    return np.concatenate([p[0] for p in parts], axis=1), np.concatenate([p[1] for p in parts], axis=1)
+
+
+def sparse_probes(T: int = 16, seed: int = 20261129) -> list[Probe]:
+    """Layout: stored A elements hold digits of (thread * E + i + 1), B one-hot (k == n % K), so
+    D[m][n] names the stored element the metadata put at logical column n % K (0: none).
+    Numerics: random stored A, metadata, B, C in four regimes, every selector."""
+    out = []
+    for ci, (dt, at, bt) in enumerate(SPARSE_COMBOS):
+        K = SPARSE_K[at]
+        bits = EBITS[at]
+        for sel in selectors(at):
+            if (dt, at, bt) in (("f32", "f16", "f16"), ("f32", "tf32", "tf32"), ("f32", "e4m3", "e4m3"),
+                                ("s32", "s8", "s8"), ("f32", "bf16", "bf16")):
+                n = max(K, 8)
+                k = WgKernel(_kname("sl", dt, at, bt, sel), f"m64n{n}k{K}", dt, at, bt, asrc="reg", sparse=True, sel=sel,
+                             img=2048 + n * K * EBITS[bt] // 8 + 1024)
+                r, c = a_map(at)
+                E = r.shape[1]
+                idx = np.arange(128)[:, None] * E + np.arange(E)[None, :] + 1
+                base = DIGIT_BASE[at]
+                nd = _ndigits(128 * E + 1, base)
+                rng = np.random.default_rng([seed, ci, sel])
+                e = np.repeat(_metadata(rng, dt, at, bt, 1, sel), nd, axis=0)
+                A = np.zeros((nd, 64, K // 2), np.int64)
+                for j, dig in enumerate(_digits(idx, base, nd)):
+                    A[j][r, c] = dig
+                B = np.zeros((nd, K, n), np.int64)
+                B[:, np.arange(n) % K, np.arange(n)] = 1
+                img = _img(k, nd)
+                lbo, sbo = write_kmajor(img, 0, int_codes(bt, np.swapaxes(B, 1, 2)).reshape(nd, n, K), EBITS[bt])
+                areg = pack_a(at, int_codes(at, A).reshape(A.shape))
+                cz = np.zeros((nd, 128, k.nd), np.uint32)
+                out.append(Probe("sparse", f"sl.{dt}.{at}.{bt}.{sel}", k,
+                                 pack_inputs(k, img, [(0, desc(0, lbo, sbo))] * nd, a=areg, c=cz, e=e, flags=np.zeros(nd)),
+                                 {"kind": "sparse_layout", "dtype": dt, "atype": at, "btype": bt, "sel": sel, "n": n,
+                                  "K": K, "base": base, "digits": nd}))
+            n = 8
+            k = WgKernel(_kname("sn", dt, at, bt, sel), f"m64n{n}k{K}", dt, at, bt, asrc="reg", sparse=True, sel=sel,
+                         img=4096)
+            for ri, regime in enumerate(("normal", "finite", "special", "tiny")):
+                rng = np.random.default_rng([seed, ci, sel, ri, 7])
+                A, B, C = _mats(rng, at, bt, dt, T, K // 2, n, regime)
+                B = _mats(rng, bt, bt, dt, T, K, n, regime)[1]
+                e = _metadata(rng, dt, at, bt, T, sel)
+                img = _img(k, T)
+                lbo, sbo = write_kmajor(img, 0, np.swapaxes(B, 1, 2), EBITS[bt])
+                flags = (np.arange(T) % 2) if regime == "special" else np.ones(T)
+                out.append(Probe("sparse", f"sn.{dt}.{at}.{bt}.{sel}.{regime}", k,
+                                 pack_inputs(k, img, [(0, desc(0, lbo, sbo))] * T, a=pack_a(at, A), c=pack_c(dt, n, C),
+                                             e=e, flags=flags),
+                                 {"kind": "sparse_random", "dtype": dt, "atype": at, "btype": bt, "ctype": dt, "sel": sel,
+                                  "regime": regime, "n": n, "K": K}))
+    return out
+
+
+def validation_probes() -> list[Probe]:
+    """Fresh random data (another seed) for the same numerics kernels: the model decided on the
+    first run's data is checked on data it has not seen."""
+    out = []
+    for p in numerics_probes(T=16, seed=20261130):
+        if p.info["kind"] != "probes":
+            out.append(Probe("validate", "v" + p.key, p.kernel, p.inputs, p.info))
+    return out
+
+
+GROUPS = {"layout": lambda: dlayout_probes() + alayout_probes(), "readout": readout_probes,
+          "numerics": lambda: [p for p in numerics_probes() if p.group == "numerics"],
+          "numx": lambda: [p for p in numerics_probes() if p.group == "numx"],
+          "sparse": sparse_probes, "validate": validation_probes}
+
+
+def all_probes(groups=("layout", "readout", "numerics", "numx")) -> list[Probe]:
+    out = []
+    for g in groups:
+        out += GROUPS[g]()
+    return out
 
 
 def build(d: str, probes: list[Probe] | None = None, ptxas: str = "ptxas") -> dict:
@@ -631,9 +740,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m formal.hw.wgmma_probe")
     ap.add_argument("what", choices=["build", "run"])
     ap.add_argument("dir")
+    ap.add_argument("--groups", default="layout,readout,numerics,numx", help="probe groups: " + ", ".join(GROUPS))
     a = ap.parse_args(argv)
     if a.what == "build":
-        meta = build(a.dir)
+        meta = build(a.dir, all_probes(a.groups.split(",")))
         print(f"{len(meta['kernels'])} kernels in {len(meta['cubins'])} cubins; groups {meta['groups']}")
     else:
         run_dir(a.dir)
