@@ -24,6 +24,8 @@ _NOOP = ("membar", "fence", "prefetch", "prefetchu", "griddepcontrol", "nanoslee
 def execute(m, p: int, ins: Instr, exe: np.ndarray, mask: np.ndarray):
     """Run instruction p for the threads in ``exe``; returns a jump target or None."""
     h = ins.head
+    if ins.unsupported is not None and exe.any():      # the front end's reason (a call it could not inline)
+        raise Unsupported(ins.line, ins.text, ins.unsupported)
     f = _HANDLERS.get(h)
     if f is None:
         if h in _NOOP:

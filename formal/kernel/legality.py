@@ -46,7 +46,11 @@ def lint_module(mod: Module) -> list:
     except catalog.BadArgument as e:
         tgt = None
         bad_target = str(e)
+    seen = set()
     for fn, ins in ((fn, ins) for fn in mod.functions.values() for ins in fn.instrs):
+        if (ins.line, ins.text) in seen:          # a .func body inlined at a call site: linted once
+            continue
+        seen.add((ins.line, ins.text))
         h = ins.head
         if h in _OUT_OF_SCOPE:
             raise Unsupported(ins.line, ins.text, f"{h} is outside the catalog (warpgroup / tensor-memory MMA)")
