@@ -25,35 +25,70 @@ def _err(msg: str, code: int) -> int:
 def _guard(f):
     def wrapped(args):
         from ..kernel import PTXSyntaxError, SpecError, Unsupported
+        from . import InputError, _classify, one_line
         try:
             return f(args)
-        except PTXSyntaxError as e:
-            return _err(f"error: {e}", 2)
-        except SpecError as e:
-            return _err(f"error: {e}", 2)
+        except (PTXSyntaxError, SpecError, InputError) as e:
+            return _err(f"error: {one_line(e)}", 2)
         except Unsupported as e:
-            return _err(f"unsupported: line {e.line}: {e.instruction}" + (f" ({e.why})" if e.why else ""), 3)
+            return _err(one_line(f"unsupported: line {e.line}: {e.instruction}" + (f" ({e.why})" if e.why else "")), 3)
         except BrokenPipeError:
             return 0
-        except (OSError, ValueError) as e:
+        except ValueError as e:
             if getattr(args, "debug", False):
                 traceback.print_exc()
-            return _err(f"error: {e}", 2)
-        except Exception as e:  # noqa: BLE001 - one line, exit 4 (traceback with --debug)
+            return _err(f"error: {one_line(e)}", 2)
+        except Exception as e:  # noqa: BLE001 - one line: bad input (2) or internal error (4, traceback with --debug)
+            code, msg = _classify(e)
             if getattr(args, "debug", False):
                 traceback.print_exc()
-            return _err(f"internal error: {type(e).__name__}: {e}", 4)
+            if code == 4:
+                return _err(f"internal error: {type(e).__name__}: {one_line(msg)}", 4)
+            return _err(f"error: {one_line(msg)}", code)
     return wrapped
 
 
 def _module(path: str):
     from ..kernel import parse_module
+    from ..kernel.parse import MAX_MODULE_CHARS
     p = Path(path)
     try:
+        size = p.stat().st_size
+        if p.is_dir():
+            raise ValueError(f"{path}: is a directory, not a PTX module")
+        if size > MAX_MODULE_CHARS:
+            raise ValueError(f"{path}: {size:,} bytes, more than the {MAX_MODULE_CHARS:,} a module may have")
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise ValueError(f"{path}: not a text file") from None
+        raise ValueError(f"{path}: not a text file (PTX is text)") from None
+    except OSError as e:
+        raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
     return parse_module(text, path=str(p))
+
+
+def _inputs(path: str) -> dict:
+    """An npz of named arrays; an empty, truncated or non-npz file is bad input naming the file."""
+    import zipfile
+
+    import numpy as np
+    try:
+        z = np.load(path, allow_pickle=False)
+    except (zipfile.BadZipFile, EOFError) as e:
+        raise ValueError(f"--inputs {path}: empty or truncated ({e or 'no data'})") from None
+    except OSError as e:
+        raise ValueError(f"--inputs {path}: {e.strerror or e}") from None
+    except ValueError as e:
+        raise ValueError(f"--inputs {path}: not an npz of arrays ({e})") from None
+    if not isinstance(z, np.lib.npyio.NpzFile):
+        raise ValueError(f"--inputs {path}: a single array (.npy); give an .npz with one array per buffer name "
+                         "(numpy.savez(path, A=..., B=...))")
+    try:
+        with z:
+            return {k: z[k] for k in z.files}
+    except (zipfile.BadZipFile, EOFError, OSError) as e:
+        raise ValueError(f"--inputs {path}: damaged archive ({e})") from None
+    except ValueError as e:
+        raise ValueError(f"--inputs {path}: {e}") from None
 
 
 def _ctas(s: str | None):
@@ -106,22 +141,27 @@ def cmd_check(args) -> int:
 
 
 def cmd_run(args) -> int:
+    import io
+
     import numpy as np
 
-    from ..kernel import load_spec, run
+    from ..kernel import check_inputs, load_spec, run
+    from . import check_writable
+    if args.out:
+        check_writable(args.out, "--out")          # before the run, not after it
     mod = _module(args.file)
     spec = load_spec(args.spec)
-    inputs = {}
-    if args.inputs:
-        with np.load(args.inputs) as z:
-            inputs = {k: z[k] for k in z.files}
-        unknown = sorted(set(inputs) - {b.name for b in spec.buffers})
-        if unknown:
-            raise ValueError(f"{args.inputs}: arrays {unknown} name no buffer of the spec")
+    inputs = check_inputs(spec, _inputs(args.inputs)) if args.inputs else {}
     out = run(mod, spec, inputs, arch=args.arch)
     wit = out.witnesses
     if args.out:
-        np.savez(args.out, **out.buffers)
+        buf = io.BytesIO()
+        np.savez(buf, **out.buffers)
+        try:
+            with open(args.out, "wb") as f:         # exactly the path given (np.savez would add .npz)
+                f.write(buf.getvalue())
+        except OSError as e:
+            raise ValueError(f"--out {args.out}: cannot write: {e.strerror or e}") from None
     if args.json:
         print(json.dumps({"buffers": {k: list(v.shape) for k, v in out.items()}, "steps": out.steps,
                           "witnesses": [w.to_json() for w in wit]}, indent=2))
@@ -157,6 +197,6 @@ def register(sub) -> None:
     common(q)
     q.add_argument("--spec", required=True, help="kernel spec TOML")
     q.add_argument("--inputs", default=None, help="npz: one array of raw encodings per buffer name")
-    q.add_argument("--out", default=None, help="npz to write every buffer to")
+    q.add_argument("--out", default=None, help="npz to write every buffer to (exactly this path; checked before the run)")
     q.add_argument("--arch", default="sm_90", help="numerics of the mma (sm_70 ... sm_120, exact); default sm_90")
     q.set_defaults(func=_guard(cmd_run))

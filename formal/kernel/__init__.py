@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from .legality import Finding
 from .machine import Witness
 from .parse import Module, PTXSyntaxError, Unsupported, parse_module
-from .spec import Buffer, Contract, KernelSpec, SpecError, load_spec, make_inputs, raw_dtype  # noqa: F401
+from .spec import Buffer, Contract, KernelSpec, SpecError, check_inputs, load_spec, make_inputs, raw_dtype  # noqa: F401
 
 __all__ = ["parse_module", "lint", "check", "run", "Module", "Finding", "CheckResult", "RunResult", "Witness", "PTXSyntaxError",
            "Unsupported", "SpecError", "load_spec", "make_inputs", "raw_dtype", "KernelSpec"]
@@ -87,7 +87,9 @@ def run(mod, spec, inputs: dict | None = None, arch: str = "sm_90") -> RunResult
     (raw encodings in the buffer's shape) with the run's witnesses (:class:`RunResult`).
     Buffers missing from ``inputs`` start at zero."""
     from .machine import Machine
-    m = Machine(_module(mod), _spec(spec), inputs or {}, arch=arch, check=False)
+    from .spec import check_inputs
+    sp = _spec(spec)
+    m = Machine(_module(mod), sp, check_inputs(sp, inputs or {}), arch=arch, check=False)
     m.run()
     return RunResult({b.name: m.read_buffer(b.name) for b in m.spec.buffers}, list(m.witnesses), m.executed)
 

@@ -89,10 +89,8 @@ class Machine:
                  check: bool = False, ctas=None, mma_bits: bool = True):
         self.mod, self.spec, self.arch, self.check = mod, spec, arch, check
         self.mma_bits = mma_bits
-        try:
-            self.fn: Function = mod.entry(spec.entry)
-        except KeyError as e:
-            raise SpecError(str(e.args[0])) from None
+        from .bind import entry
+        self.fn: Function = entry(mod, spec)
         self.instrs = self.fn.instrs
         self.witnesses: list[Witness] = []
         self.counts: dict[str, int] = {}
@@ -155,6 +153,10 @@ class Machine:
             self.buffers.append((b, off, nb))
             self.buf_index[b.name] = i
             off += (nb + GAP + 255) // 256 * 256
+        for v in sp.views:              # a view looks at its buffer's memory (no allocation, no tags)
+            b, o, _ = self.buffers[self.buf_index[v.view_of]]
+            self.buf_index[v.name] = len(self.buffers)
+            self.buffers.append((v, o + v.elem_offset * max(v.bits // 8, 1), v.nbytes))
         gvars = [v for v in mod.vars if v.space == "global"]
         self.gvar_off = {}
         for v in gvars:
@@ -162,7 +164,7 @@ class Machine:
             self.gvar_off[v.name] = off
             off += v.size + GAP
         self.heap = Region("global", max(off, 1), self.check, race=True)
-        for i, (b, o, nb) in enumerate(self.buffers):
+        for i, (b, o, nb) in enumerate(self.buffers[:len(sp.buffers)]):
             if b.name in inputs:
                 arr = np.asarray(inputs[b.name])
                 if tuple(arr.shape) != tuple(b.shape):
@@ -221,40 +223,10 @@ class Machine:
             off += v.size
         self.L = max(off, 1)
         self.local = Region("local", self.L * self.T, self.check) if lvars else None
-        # params
-        self.param_off, off, blob = {}, 0, bytearray()
-        ptr = {b.param: (GLOBAL_BASE + o) for (b, o, nb) in self.buffers}
-        for k in sp.params:
-            if k.startswith("#"):
-                continue
-            if k not in [p.name for p in fn.params]:
-                raise SpecError(f"{sp.source}: [params] names {k!r}, which is no parameter of {fn.name}")
-        for b in sp.buffers:
-            if not (b.param.startswith("#") or b.param in [p.name for p in fn.params]):
-                raise SpecError(f"{sp.source}: buffer {b.name} names the parameter {b.param!r}, which "
-                                f"{fn.name} does not have")
-        for i, p in enumerate(fn.params):
-            a = max(p.align, 1)
-            off = (off + a - 1) // a * a
-            self.param_off[p.name] = off
-            size = max(p.size, 1)
-            if p.name in ptr or f"#{i}" in ptr:
-                val = ptr.get(p.name, ptr.get(f"#{i}"))
-            elif p.name in sp.params or f"#{i}" in sp.params:
-                val = sp.params.get(p.name, sp.params.get(f"#{i}"))
-                if isinstance(val, float):
-                    import struct
-                    val = struct.unpack("<I" if size == 4 else "<Q", struct.pack("<f" if size == 4 else "<d", val))[0]
-            else:
-                val = None
-            blob += b"\0" * (off - len(blob))
-            if val is None:
-                # a pointer parameter no buffer names is null; a scalar must be given
-                if not (p.elem_bits == 64 and p.size == 8):
-                    self._missing_params = getattr(self, "_missing_params", []) + [p.name]
-                val = 0
-            blob += int(val & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
-            off += size
+        # params: the spec bound to the entry (formal.kernel.bind checks every name and width)
+        from .bind import param_block
+        self.param_off, blob = param_block(mod, fn, sp, {b.name: GLOBAL_BASE + o for (b, o, nb) in
+                                                         self.buffers[:len(sp.buffers)]})
         self.params = Region("param", max(len(blob), 1), self.check)
         self.params.data[:len(blob)] = np.frombuffer(bytes(blob), dtype=np.uint8)
 
@@ -478,9 +450,6 @@ class Machine:
 
     # ------------------------------------------------------------------ run
     def run(self, max_steps: int = 50_000_000) -> None:
-        if getattr(self, "_missing_params", None):
-            raise SpecError(f"{self.spec.source}: no value for the scalar parameter(s) "
-                            f"{', '.join(self._missing_params)} of {self.fn.name} (give them in [params])")
         from .execute import execute
         n = len(self.instrs)
         pc = np.zeros(self.T, dtype=np.int64)

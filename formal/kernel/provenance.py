@@ -26,9 +26,10 @@ def _decoder(b):
     if (strides == 0).any():
         return None
     order = np.argsort(-strides, kind="stable")
+    first = getattr(b, "elem_offset", 0)          # a view: element indices are its buffer's
 
     def dec(idx):
-        idx = np.asarray(idx, dtype=np.int64)
+        idx = np.asarray(idx, dtype=np.int64) - first
         rest = idx.copy()
         coords = np.zeros(idx.shape + (len(shape),), dtype=np.int64)
         for d in order:
@@ -60,6 +61,10 @@ class _Contract:
     N: int
     K: int
     batch: int
+    lhs_tag: int = 0                # the buffer whose memory (and tags) each operand's view looks at
+    rhs_tag: int = 0
+    add_tag: int | None = None
+    out_tag: int = 0
 
 
 class Provenance:
@@ -67,8 +72,11 @@ class Provenance:
         self.m = m
         sp = m.spec
         self.dec = {}
-        for i, b in enumerate(sp.buffers):
+        for i, (b, _, _) in enumerate(m.buffers):      # buffers, then views
             self.dec[i + 1] = _decoder(b)
+
+        def tag(name):                                   # tags carry the buffer a view looks at
+            return m.buf_index[sp.base(name).name] + 1
         self.contracts = []
         for c in sp.contracts:
             li, ri, oi = (m.buf_index[x] + 1 for x in (c.lhs, c.rhs, c.out))
@@ -84,7 +92,8 @@ class Provenance:
                 raise SpecError(f"{sp.source}: contract {c.out} = {c.text}: shapes {list(ls)} @ {list(rs)} -> "
                                 f"{list(ob.shape[-2:])} do not match")
             batch = lb.shape[0] if len(lb.shape) == 3 else 1
-            self.contracts.append(_Contract(c, li, ri, oi, ai, ls[0], rs[1], ls[1], batch))
+            self.contracts.append(_Contract(c, li, ri, oi, ai, ls[0], rs[1], ls[1], batch, tag(c.lhs), tag(c.rhs),
+                                            tag(c.addend) if c.addend else None, tag(c.out)))
         self.nwords = max(((max((c.K for c in self.contracts), default=1)) + 63) // 64, 1)
         cap = 1024
         self.acc_m = np.full(cap, -1, np.int64)
@@ -172,7 +181,7 @@ class Provenance:
             bch, r, c = co[..., 0], co[..., 1], co[..., 2]
         else:
             bch, r, c = np.zeros_like(co[..., 0]), co[..., 0], co[..., 1]
-        b = self.m.spec.buffers[bufid - 1]
+        b = self.m.buffers[bufid - 1][0]
         if b.extra.get("sparse") == "2:4" and len(b.shape) == 2:
             # compressed column c of row r is logical column 4 * (c // 2) + idx (E's nibble)
             meta = self._meta(b)
@@ -217,20 +226,29 @@ class Provenance:
         N = Bt.shape[2]
         At = self._chained(ins, tids, At, Al, Ar, regs["a"], rows=True)
         Bt = self._chained(ins, tids, Bt, Bl, Br, regs["b"], rows=False)
-        # the contract: the one whose lhs the A elements come from
-        abufs = TG.buf(At[TG.kind(At) == TG.ELEM])
-        con = None
-        for cc in self.contracts:
-            if abufs.size == 0 or cc.lhs == int(np.bincount(abufs).argmax()):
-                con = cc
-                break
-        if con is None:
-            con = self.contracts[0] if self.contracts else None
+        con = self._pick(At, Bt, Ct)
         if con is None:
             raise Unsupported(ins.line, ins.text, "the spec has no [contract] to check the mma against")
         # accumulator ids
         ckind = TG.kind(Ct)
         is_acc = ckind == TG.ACC
+        # a chain through one buffer (C1 = A @ B + C; C2 = A2 @ B2 + C1): an accumulator of the contract
+        # whose output is this contract's addend starts a new accumulator from that element
+        prev = self._upstream(con)
+        from_prev = np.zeros_like(is_acc)
+        if prev is not None and is_acc.any():
+            cid = np.where(is_acc, TG.idx(Ct), 0)
+            from_prev = is_acc & (self.acc_c[cid] == self.contracts.index(prev))
+            if from_prev.any():
+                full = self._complete(cid[from_prev], prev.K)
+                if (~full).any():
+                    bad = np.zeros_like(from_prev)
+                    bad[from_prev] = ~full
+                    self._wit_op("missing-product", ins, tids, Ct, bad, Cl, Cr, regs["c"],
+                                 f"the addend {con.c.addend} before all its products ({prev.c.text})",
+                                 f"{con.c.addend} complete before {con.c.text} adds it")
+                prev_ids = cid
+                is_acc = is_acc & ~from_prev
         inplace = regs["d"] == regs["c"]
         ids = np.where(is_acc, TG.idx(Ct), -1)
         new = ~is_acc if inplace else np.ones_like(is_acc)
@@ -245,12 +263,17 @@ class Provenance:
                     arr = getattr(self, k)
                     arr[fresh[had]] = arr[old[had]]
                 self.kbits[fresh[had]] = self.kbits[old[had]]
+        if from_prev.any():
+            fi, oi = ids[from_prev], prev_ids[from_prev]
+            self.acc_m[fi], self.acc_n[fi], self.acc_b[fi] = self.acc_m[oi], self.acc_n[oi], self.acc_b[oi]
+            self.acc_add[fi] = True
+            self.kbits[fi] = 0
         # a fresh accumulator starts from c: zero, or the addend's element
-        start = new & ~is_acc
+        start = new & ~is_acc & ~from_prev
         if start.any():
             celem = start & (ckind == TG.ELEM)
             if celem.any():
-                if con.addend is None or (TG.buf(Ct[celem]) != con.addend).any():
+                if con.addend is None or (TG.buf(Ct[celem]) != con.add_tag).any():
                     self._wit_op("wrong-element", ins, tids, Ct, celem, Cl, Cr, regs["c"],
                                  "an input element in the accumulator", f"zero (contract {con.c.text})")
                 else:
@@ -290,8 +313,8 @@ class Provenance:
         shape = (W, M, N, K)
         ka, kb_ = TG.kind(A4), TG.kind(B4)
         act = ~np.broadcast_to(((ka == TG.NONE) & Az) | ((kb_ == TG.NONE) & Bz), shape)
-        good_a = np.broadcast_to((ka == TG.ELEM) & (TG.buf(A4) == con.lhs), shape)
-        good_b = np.broadcast_to((kb_ == TG.ELEM) & (TG.buf(B4) == con.rhs), shape)
+        good_a = np.broadcast_to((ka == TG.ELEM) & (TG.buf(A4) == con.lhs_tag), shape)
+        good_b = np.broadcast_to((kb_ == TG.ELEM) & (TG.buf(B4) == con.rhs_tag), shape)
         A4, B4 = np.broadcast_to(A4, shape), np.broadcast_to(B4, shape)
 
         def first(mask):
@@ -373,6 +396,52 @@ class Provenance:
             out.append(tg)
         return out
 
+    def _pick(self, At, Bt, Ct):
+        """The contract an mma works for: its A and B elements come from the contract's lhs and rhs
+        (as buffers); among several (a chain reusing operands), the one the accumulator c belongs
+        to, or the next one in the chain once c's contract is complete."""
+        if not self.contracts:
+            return None
+
+        def major(T):
+            b = TG.buf(T[TG.kind(T) == TG.ELEM])
+            return int(np.bincount(b).argmax()) if b.size else None
+        ab, bb = major(At), major(Bt)
+        cands = [c for c in self.contracts if ab in (None, c.lhs_tag) and bb in (None, c.rhs_tag)] or \
+            [c for c in self.contracts if ab in (None, c.lhs_tag)] or self.contracts[:1]
+        if len(cands) == 1:
+            return cands[0]
+        acc = TG.kind(Ct) == TG.ACC
+        if acc.any():
+            a = TG.idx(Ct[acc])
+            ci = int(np.bincount(self.acc_c[a].clip(0)).argmax())
+            x = self.contracts[ci]
+            nxt = [c for c in cands if self._upstream(c) is x]
+            if nxt and self._complete(a[:1], x.K).all():
+                return nxt[0]
+            if x in cands:
+                return x
+        cb = major(Ct)
+        if cb is not None:
+            for c in cands:
+                if c.add_tag == cb:
+                    return c
+        first = [c for c in cands if self._upstream(c) is None]
+        return (first or cands)[0]
+
+    def _upstream(self, con):
+        """The earlier contract whose output (the same memory, the same layout) is ``con``'s addend."""
+        if con.addend is None:
+            return None
+        k = self.contracts.index(con)
+        a = self.m.buffers[con.addend - 1][0]
+        for x in reversed(self.contracts[:k]):
+            o = self.m.buffers[x.out - 1][0]
+            if x.out == con.addend or (x.out_tag == con.add_tag and o.strides == a.strides and o.shape == a.shape
+                                       and o.elem_offset == a.elem_offset):
+                return x
+        return None
+
     def _chained(self, ins, tids, T, hl, hr, regs, rows):
         """An operand that is another contract's accumulator (attention: S = Q @ K.T feeds
         O = S @ V): complete accumulators become that contract's output elements."""
@@ -386,14 +455,14 @@ class Provenance:
             sel = acc & (cidx == ci)
             if not sel.any():
                 continue
-            b = self.m.spec.buffers[con.out - 1]
+            b = self.m.buffers[con.out - 1][0]
             st = b.strides
             a = ids[sel]
             if len(b.shape) == 3:
                 idx = self.acc_b[a] * st[0] + self.acc_m[a] * st[1] + self.acc_n[a] * st[2]
             else:
                 idx = self.acc_m[a] * st[0] + self.acc_n[a] * st[1]
-            T[sel] = TG.make(TG.ELEM, con.out, idx, TG.byte(T[sel]), TG.CONV)
+            T[sel] = TG.make(TG.ELEM, con.out_tag, idx + b.elem_offset, TG.byte(T[sel]), TG.CONV)
             full = self._complete(a, con.K)
             if (~full).any():
                 k = int(np.flatnonzero(~full)[0])
@@ -411,7 +480,7 @@ class Provenance:
         """Bitsets of the k's output row m needs: all K, or for a structured-sparse lhs the
         columns its metadata names (the others are zeros by construction)."""
         full = self._fullwords(con.K)
-        b = self.m.spec.buffers[con.lhs - 1]
+        b = self.m.buffers[con.lhs - 1][0]
         out = np.broadcast_to(full, rows.shape + (self.nwords,)).copy()
         if b.extra.get("sparse") == "2:4" and not con.c.lhs_t and len(b.shape) == 2:
             meta = self._meta(b).astype(np.int64)                     # [M, K/4]
@@ -485,7 +554,7 @@ class Provenance:
             cons = [c for c in self.contracts if c.addend is not None]
             ok = np.zeros(len(t), bool)
             for con in cons:
-                sel = TG.buf(el_t) == con.addend
+                sel = TG.buf(el_t) == con.add_tag
                 if sel.any():
                     bch, r, c, okc = self._coords(el_t[sel], con.addend, False)
                     good = okc & (r == self.acc_m[ia[sel]]) & (c == self.acc_n[ia[sel]])
@@ -517,8 +586,11 @@ class Provenance:
             i = int(TG.idx(t))
             return f"accumulator of ({self.acc_m[i]}, {self.acc_n[i]})"
         bi = int(TG.buf(t))
-        b = self.m.spec.buffers[bi - 1]
-        co, ok = self.dec[bi](np.array([TG.idx(t)]))
+        b = self.m.buffers[bi - 1][0]
+        if self.dec.get(bi) is None:                 # zero strides: no coordinates to name
+            co, ok = np.zeros((1, len(b.shape)), np.int64), np.array([False])
+        else:
+            co, ok = self.dec[bi](np.array([TG.idx(t)]))
         d = int(TG.deriv(t))
         s = f"{b.name}[{']['.join(str(int(x)) for x in co[0])}]" if ok[0] else f"{b.name} element #{int(TG.idx(t))}"
         if d:
@@ -589,6 +661,8 @@ class Provenance:
         m = self.m
         checked = complete = arith = 0
         for con in self.contracts:
+            if any(self._upstream(y) is con and y.out_tag == con.out_tag for y in self.contracts):
+                continue        # a chain step whose output the next step read and overwrote in place
             b, o, nb = m.buffers[con.out - 1]
             eb = b.bits // 8
             idx = np.zeros(b.shape, dtype=np.int64)

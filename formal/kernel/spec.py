@@ -6,21 +6,31 @@ A spec is a small TOML file (or the equivalent dict)::
     grid = [2, 2, 1]              # launch configuration (1 to 3 numbers each)
     block = [128, 1, 1]
     shared_bytes = 49152          # dynamic shared memory (extern .shared arrays), default 0
-    [params]                      # scalar parameters by PTX name, or "#3" for the 4th
-    mm_param_3 = 128
+    [params]                      # parameters by PTX name, or "#3" for the 4th
+    mm_param_3 = 128              # an integer (or a float: f32 / f64 by the parameter's width)
+    mm_param_4 = [128, 128, 8]    # 32-bit words, little-endian: a by-value struct (CuTe shapes)
+    mm_param_5 = "0x80000000_00000080"   # the whole parameter as one hex number
+    [params.mm_param_6]           # a by-value struct, field by field: byte offset = {type = value}
+    0 = { s32 = [128, 128, 64] }
+    16 = { f32 = 1.0 }
     [[buffer]]                    # a global buffer behind a pointer parameter
     name = "A"
     param = "mm_param_0"          # a pointer parameter no buffer names is passed as null
+    offset = 0                    # byte offset of the pointer inside a by-value struct parameter
     type = "f16"                  # element type as PTX names it
     shape = [128, 64]
     strides = [64, 1]             # in elements; default row-major
+    [[view]]                      # another layout over a buffer's memory (in-place contracts)
+    name = "D"
+    buffer = "C"
+    layout = "col"                # "row" / "col", or strides = [...]; shape and offset (elements) optional
     # sparse = "2:4", metadata = "E", logical_shape = [M, K]: a compressed structured-sparse
     # lhs and its metadata buffer (one nibble idx0 | idx1 << 2 per 4-column chunk, u8);
     # generate = "sparse_meta_2of4" makes make_inputs write legal metadata
     [contract]
     C = "A @ B"                   # also "A @ B + C", "A.T @ B", "A @ B.T"
 
-Buffers of rank 3 are batched (``[batch, rows, cols]``); the contract applies per batch.
+Unknown keys are errors naming the closest valid key.  Buffers of rank 3 are batched (``[batch, rows, cols]``); the contract applies per batch.
 Inputs and outputs are raw encodings: unsigned integers of the element's width
 (:func:`raw_dtype`), in the buffer's shape.
 """
@@ -43,6 +53,7 @@ from ..numerics.formats import format_table, get_format
 
 MAX_ELEMENTS = 1 << 28      # a buffer larger than this is a spec error, not an allocation
 MAX_THREADS = 1 << 24       # grid x block
+MAX_SPEC_BYTES = 1 << 20    # a kernel spec is small
 
 
 class SpecError(ValueError):
@@ -57,6 +68,9 @@ class Buffer:
     shape: tuple[int, ...]
     strides: tuple[int, ...]
     extra: Mapping[str, Any] = field(default_factory=dict)   # keys this module does not interpret
+    offset: int = 0                 # byte offset of the pointer inside a by-value struct parameter
+    view_of: str | None = None      # a view: the buffer whose memory it looks at
+    elem_offset: int = 0            # a view: its first element, in elements from the buffer's start
 
     @property
     def bits(self) -> int:
@@ -96,12 +110,18 @@ class KernelSpec:
     contracts: tuple[Contract, ...]
     extra: Mapping[str, Any] = field(default_factory=dict)
     source: str = "<dict>"
+    views: tuple[Buffer, ...] = ()
 
     def buffer(self, name: str) -> Buffer:
-        for b in self.buffers:
+        for b in self.buffers + self.views:
             if b.name == name:
                 return b
         raise SpecError(f"{self.source}: no buffer named {name!r}")
+
+    def base(self, name: str) -> Buffer:
+        """The buffer whose memory ``name`` (a buffer or a view) is."""
+        b = self.buffer(name)
+        return self.buffer(b.view_of) if b.view_of else b
 
     @property
     def threads(self) -> int:
@@ -136,38 +156,130 @@ def _int(v: Any, key: str, src: str, lo: int = 0) -> int:
     return v
 
 
+TOP_KEYS = ("entry", "grid", "block", "shared_bytes", "params", "buffer", "view", "contract", "chained", "note")
+BUFFER_KEYS = ("name", "param", "offset", "type", "shape", "strides", "sparse", "metadata", "logical_shape",
+               "generate", "note", "meaning")
+VIEW_KEYS = ("name", "buffer", "layout", "shape", "strides", "offset", "note")
+
+
+def _known_keys(d: Mapping, known: tuple, where: str) -> None:
+    """An unknown key (a typo: ``stides``, ``shred_bytes``) is an error naming the closest valid one."""
+    import difflib
+    for k in d:
+        if k not in known:
+            close = difflib.get_close_matches(str(k), known, n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise SpecError(f"{where}: unknown key {_short(k, 40)}{hint}; known: {', '.join(known)}")
+
+
+def _strides(d: Mapping, shape: tuple, where: str, src: str, name: str) -> tuple:
+    st = d["strides"]
+    if not isinstance(st, list) or len(st) != len(shape):
+        raise SpecError(f"{where}: strides must be a list of {len(shape)} integers")
+    return tuple(_int(x, f"buffer {name!r} strides", src, 0) for x in st)
+
+
+def _shape(v: Any, where: str, src: str, name: str) -> tuple:
+    if not isinstance(v, list) or not 1 <= len(v) <= 4:
+        raise SpecError(f"{where}: shape must be a list of 1 to 4 integers")
+    return tuple(_int(x, f"buffer {name!r} shape", src, 1) for x in v)
+
+
+def _check_size(b: Buffer, where: str) -> None:
+    n = 1
+    for x in b.shape:
+        n *= x
+    if n > MAX_ELEMENTS or b.span > MAX_ELEMENTS:
+        raise SpecError(f"{where}: {n} elements (a span of {b.span}) is more than the limit {MAX_ELEMENTS}")
+
+
 def _buffer(d: Any, i: int, src: str) -> Buffer:
     where = f"{src}: buffer #{i + 1}"
     if not isinstance(d, dict):
         raise SpecError(f"{where} must be a table")
+    if isinstance(d.get("name"), str) and _NAME.fullmatch(d["name"]):
+        where = f"{src}: buffer {d['name']!r}"
+    _known_keys(d, BUFFER_KEYS, where)
     for k in ("name", "param", "type", "shape"):
         if k not in d:
             raise SpecError(f"{where} lacks the key {k!r}")
     name, param, typ = d["name"], d["param"], d["type"]
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise SpecError(f"{where}: name must be an identifier, got {_short(name)}")
-    where = f"{src}: buffer {name!r}"
-    if not isinstance(param, str) or not (_NAME.fullmatch(param) or re.fullmatch(r"#\d+", param)):
+    if not isinstance(param, str) or not (_NAME.fullmatch(param) or re.fullmatch(r"#\d{1,6}", param)):
         raise SpecError(f"{where}: param must be a parameter name or '#N', got {_short(param)}")
     if not isinstance(typ, str) or typ.lstrip(".") not in format_table():
         raise SpecError(f"{where}: unknown element type {_short(typ)}; known: {', '.join(sorted(format_table()))}")
     typ = typ.lstrip(".")
-    shape = d["shape"]
-    if not isinstance(shape, list) or not 1 <= len(shape) <= 4:
-        raise SpecError(f"{where}: shape must be a list of 1 to 4 integers")
-    shape = tuple(_int(x, f"buffer {name!r} shape", src, 1) for x in shape)
+    shape = _shape(d["shape"], where, src, name)
     if "strides" in d:
-        st = d["strides"]
-        if not isinstance(st, list) or len(st) != len(shape):
-            raise SpecError(f"{where}: strides must be a list of {len(shape)} integers")
-        strides = tuple(_int(x, f"buffer {name!r} strides", src, 0) for x in st)
+        strides = _strides(d, shape, where, src, name)
     else:
         strides = tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
-    b = Buffer(name, param, typ, shape, strides, {k: v for k, v in d.items()
-                                                  if k not in ("name", "param", "type", "shape", "strides")})
-    if int(np.prod(shape)) > MAX_ELEMENTS or b.span > MAX_ELEMENTS:
-        raise SpecError(f"{where}: {int(np.prod(shape))} elements is more than the limit {MAX_ELEMENTS}")
+    offset = _int(d.get("offset", 0), f"buffer {name!r} offset", src)
+    if offset > 1 << 20:
+        raise SpecError(f"{where}: offset {offset} is beyond any parameter (4 KiB at most)")
+    b = Buffer(name, param, typ, shape, strides, {k: v for k, v in d.items() if k not in
+                                                  ("name", "param", "type", "shape", "strides", "offset")}, offset)
+    if get_format(typ).bits < 8:
+        raise SpecError(f"{where}: {typ} elements are narrower than a byte; give the buffer as bytes (u8) or words")
+    _check_size(b, where)
     return b
+
+
+def _layout_strides(layout: Any, shape: tuple, where: str) -> tuple:
+    if layout not in ("row", "col"):
+        raise SpecError(f"{where}: layout must be \"row\" or \"col\", got {_short(layout)}")
+    if len(shape) < 2:
+        raise SpecError(f"{where}: a layout needs a rank-2 (or batched rank-3) shape")
+    r, c = shape[-2:]
+    inner = (c, 1) if layout == "row" else (1, r)
+    outer = tuple(int(np.prod(shape[i + 1:-2])) * r * c for i in range(len(shape) - 2))
+    return outer + inner
+
+
+def _view(d: Any, i: int, src: str, bases: dict) -> Buffer:
+    where = f"{src}: view #{i + 1}"
+    if not isinstance(d, dict):
+        raise SpecError(f"{where} must be a table")
+    if isinstance(d.get("name"), str) and _NAME.fullmatch(d["name"]):
+        where = f"{src}: view {d['name']!r}"
+    _known_keys(d, VIEW_KEYS, where)
+    for k in ("name", "buffer"):
+        if k not in d:
+            raise SpecError(f"{where} lacks the key {k!r}")
+    name, base = d["name"], d["buffer"]
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise SpecError(f"{where}: name must be an identifier, got {_short(name)}")
+    if base not in bases:
+        raise SpecError(f"{where}: buffer = {_short(base)} names no [[buffer]] (buffers: {', '.join(bases) or 'none'})")
+    bb = bases[base]
+    shape = _shape(d["shape"], where, src, name) if "shape" in d else bb.shape
+    if "strides" in d and "layout" in d:
+        raise SpecError(f"{where}: give layout or strides, not both")
+    if "strides" in d:
+        strides = _strides(d, shape, where, src, name)
+    else:
+        strides = _layout_strides(d.get("layout", "row"), shape, where)
+    off = _int(d.get("offset", 0), f"view {name!r} offset", src)
+    v = Buffer(name, bb.param, bb.type, shape, strides, {}, bb.offset, base, off)
+    _check_size(v, where)
+    if off + v.span > bb.span:
+        raise SpecError(f"{where}: reaches element {off + v.span - 1} of {base}, which has {bb.span}")
+    return v
+
+
+def _injective(b: Buffer) -> bool:
+    """Distinct elements at distinct addresses (a contract operand must not alias itself)."""
+    if any(s == 0 for s, n in zip(b.strides, b.shape) if n > 1):
+        return False
+    n = int(np.prod(b.shape))
+    if n > 1 << 22:
+        return True                           # too big to enumerate here; the decoder checks each element
+    idx = np.zeros(1, dtype=np.int64)
+    for s, k in zip(b.strides, b.shape):
+        idx = (idx[:, None] + np.arange(k, dtype=np.int64)[None, :] * s).ravel()
+    return len(np.unique(idx)) == n
 
 
 def parse_contract(out: str, text: Any, src: str = "<dict>") -> Contract:
@@ -193,20 +305,36 @@ def load_spec(spec: str | Path | Mapping[str, Any]) -> KernelSpec:
         if is_file:
             src = str(p)
             try:
+                if p.stat().st_size > MAX_SPEC_BYTES:
+                    raise SpecError(f"{src}: {p.stat().st_size:,} bytes, more than a kernel spec may have "
+                                    f"({MAX_SPEC_BYTES:,})")
                 data = tomllib.loads(p.read_text(encoding="utf-8"))
             except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-                raise SpecError(f"{src}: not a TOML kernel spec ({e})") from None
+                raise SpecError(f"{src}: not a TOML kernel spec ({_short(str(e), 200)})") from None
+            except RecursionError:
+                raise SpecError(f"{src}: nested too deeply to be a kernel spec") from None
         else:
             src = "<text>"
+            if len(str(spec)) > MAX_SPEC_BYTES:
+                raise SpecError(f"no such spec file, and too long to be TOML text ({len(str(spec)):,} characters)")
             try:
                 data = tomllib.loads(str(spec))
             except tomllib.TOMLDecodeError as e:
-                raise SpecError(f"no such spec file and not TOML text: {_short(str(spec))} ({e})") from None
+                raise SpecError(f"no such spec file and not TOML text: {_short(str(spec))} ({_short(str(e), 200)})") from None
+            except RecursionError:
+                raise SpecError("the spec text is nested too deeply") from None
     elif isinstance(spec, Mapping):
         data = dict(spec)
     else:
         raise SpecError(f"a kernel spec is a path, TOML text or a dict, not {type(spec).__name__}")
+    try:
+        return _load(data, src)
+    except RecursionError:
+        raise SpecError(f"{src}: nested too deeply to be a kernel spec") from None
 
+
+def _load(data: dict, src: str) -> KernelSpec:
+    _known_keys(data, TOP_KEYS, src)
     entry = data.get("entry")
     if entry is not None and (not isinstance(entry, str) or not entry):
         raise SpecError(f"{src}: entry must be a non-empty string")
@@ -226,10 +354,9 @@ def load_spec(spec: str | Path | Mapping[str, Any]) -> KernelSpec:
     if not isinstance(params, dict):
         raise SpecError(f"{src}: [params] must be a table")
     for k, v in params.items():
-        if not (_NAME.fullmatch(k) or re.fullmatch(r"#\d+", k)):
+        if not (_NAME.fullmatch(k) or re.fullmatch(r"#\d{1,6}", k)):
             raise SpecError(f"{src}: parameter key {_short(k)} is neither a name nor '#N'")
-        if not isinstance(v, (int, float)) or isinstance(v, bool):
-            raise SpecError(f"{src}: parameter {k} must be a number, got {_short(v)}")
+        param_value(v, f"{src}: parameter {k}")          # the form; widths are checked against the module
     bufs = data.get("buffer", [])
     if not isinstance(bufs, list):
         raise SpecError(f"{src}: buffers are given as [[buffer]] tables")
@@ -237,20 +364,114 @@ def load_spec(spec: str | Path | Mapping[str, Any]) -> KernelSpec:
     names = [b.name for b in buffers]
     if len(set(names)) != len(names):
         raise SpecError(f"{src}: buffer names repeat: {names}")
-    params_used = [b.param for b in buffers]
+    params_used = [(b.param, b.offset) for b in buffers]
     if len(set(params_used)) != len(params_used):
-        raise SpecError(f"{src}: two buffers name the same parameter: {params_used}")
+        dup = next(p for p in params_used if params_used.count(p) > 1)
+        raise SpecError(f"{src}: two buffers name the same parameter {dup[0]}" + (f" at offset {dup[1]}" if dup[1] else "")
+                        + "; a second layout over one buffer's memory is a [[view]]")
+    views_raw = data.get("view", [])
+    if not isinstance(views_raw, list):
+        raise SpecError(f"{src}: views are given as [[view]] tables")
+    bases = {b.name: b for b in buffers}
+    views = tuple(_view(v, i, src, bases) for i, v in enumerate(views_raw))
+    allnames = names + [v.name for v in views]
+    if len(set(allnames)) != len(allnames):
+        raise SpecError(f"{src}: buffer and view names repeat: {allnames}")
     contract = data.get("contract", {})
     if not isinstance(contract, dict):
         raise SpecError(f"{src}: [contract] must be a table")
     contracts = tuple(parse_contract(k, v, src) for k, v in contract.items())
+    outs = [c.out for c in contracts]
     for c in contracts:
         for n in (c.out, c.lhs, c.rhs) + ((c.addend,) if c.addend else ()):
-            if n not in names:
-                raise SpecError(f"{src}: contract {c.out} = {c.text!r} names {n!r}, which is no buffer")
-    known = {"entry", "grid", "block", "shared_bytes", "params", "buffer", "contract"}
-    extra = {k: v for k, v in data.items() if k not in known}
-    return KernelSpec(entry, grid, block, shared, dict(params), buffers, contracts, extra, src)
+            if n not in allnames:
+                raise SpecError(f"{src}: contract {c.out} = {c.text!r} names {n!r}, which is no buffer or view "
+                                f"(buffers: {', '.join(allnames) or 'none'})")
+    if len(set(outs)) != len(outs):
+        raise SpecError(f"{src}: two contracts write {outs}")
+    by = {b.name: b for b in buffers + views}
+    for c in contracts:
+        for n in {c.out, c.lhs, c.rhs, c.addend} - {None}:
+            if not _injective(by[n]):
+                raise SpecError(f"{src}: contract {c.out} = {c.text!r}: the strides of {n} "
+                                f"{list(by[n].strides)} put two elements at one address")
+    chained = data.get("chained", [])
+    if not isinstance(chained, list) or any(x not in outs for x in chained):
+        raise SpecError(f"{src}: chained must list contract outputs ({', '.join(outs) or 'none'}), got {_short(chained)}")
+    extra = {k: v for k, v in data.items() if k in ("chained", "note")}
+    return KernelSpec(entry, grid, block, shared, dict(params), buffers, contracts, extra, src, views)
+
+
+def param_value(v: Any, where: str) -> None:
+    """The forms a [params] value may take (see the module docstring); raises SpecError."""
+    if isinstance(v, bool):
+        raise SpecError(f"{where} must be a number, a list of 32-bit words, a hex string or a table of fields, "
+                        f"got {_short(v)}")
+    if isinstance(v, (int, float)):
+        return
+    if isinstance(v, list):
+        if not v or len(v) > 1024 or not all(isinstance(w, int) and not isinstance(w, bool)
+                                             and -(1 << 31) <= w < (1 << 32) for w in v):
+            raise SpecError(f"{where}: a list gives 32-bit words (integers in -2^31 .. 2^32-1), got {_short(v)}")
+        return
+    if isinstance(v, str):
+        h = v.replace("_", "")
+        if not re.fullmatch(r"0[xX][0-9a-fA-F]{1,2048}", h):
+            raise SpecError(f"{where}: a string gives the parameter as one hex number \"0x...\", got {_short(v)}")
+        return
+    if isinstance(v, dict):
+        for off, fld in v.items():
+            if not re.fullmatch(r"\d{1,5}", str(off)):
+                raise SpecError(f"{where}: field keys are byte offsets (0, 8, 16, ...), got {_short(off)}")
+            if not isinstance(fld, dict) or len(fld) != 1:
+                raise SpecError(f"{where}: field {off} must be {{TYPE = VALUE}} (e.g. {{ u32 = 5 }}, "
+                                f"{{ f32 = [1.0, 2.0] }}), got {_short(fld)}")
+            (typ, val), = fld.items()
+            if typ not in FIELD_TYPES:
+                import difflib
+                close = difflib.get_close_matches(typ, list(FIELD_TYPES), n=1)
+                raise SpecError(f"{where}: field {off}: unknown type {_short(typ)}"
+                                + (f" (did you mean {close[0]!r}?)" if close else "")
+                                + f"; known: {', '.join(FIELD_TYPES)}")
+            vals = val if isinstance(val, list) else [val]
+            if not vals or len(vals) > 4096 or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                       for x in vals):
+                raise SpecError(f"{where}: field {off}: a number or a list of numbers, got {_short(val)}")
+        return
+    raise SpecError(f"{where} must be a number, a list of 32-bit words, a hex string or a table of fields, "
+                    f"got {_short(v)}")
+
+
+FIELD_TYPES = {f"{k}{w}": w // 8 for k in "usb" for w in (8, 16, 32, 64)} | {"f16": 2, "bf16": 2, "f32": 4, "f64": 8}
+
+
+def check_inputs(spec: KernelSpec, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Input arrays for a run: each names a buffer (not a view) and holds raw encodings of its element
+    type (integers of its width; a float array is values, not encodings: an error) in its shape.
+    Returns them as the unsigned raw dtype (negative values of a signed array as two's complement)."""
+    out = {}
+    names = [b.name for b in spec.buffers]
+    for k, arr in inputs.items():
+        if k not in names:
+            v = next((v for v in spec.views if v.name == k), None)
+            if v is not None:
+                raise SpecError(f"input {k!r} is a view of buffer {v.view_of}: give {v.view_of}'s contents")
+            raise SpecError(f"input array {_short(k, 40)} names no buffer of the spec (buffers: {', '.join(names) or 'none'})")
+        b = spec.buffer(k)
+        a = np.asarray(arr)
+        dt = raw_dtype(b.type)
+        if a.dtype.kind not in "ui":
+            raise SpecError(f"input {k}: dtype {a.dtype}; inputs are raw encodings of .{b.type} (integers of "
+                            f"{b.bits} bits, e.g. {np.dtype(dt).name}), not values")
+        if tuple(a.shape) != tuple(b.shape):
+            raise SpecError(f"input {k} has shape {list(a.shape)}, the spec says {list(b.shape)}")
+        if a.size:
+            lo, hi = int(a.min()), int(a.max())
+            if hi >= (1 << b.bits) or lo < -(1 << (b.bits - 1)):
+                raise SpecError(f"input {k}: values {lo} .. {hi} are not {b.bits}-bit encodings of .{b.type}")
+        out[k] = a.astype(dt) if a.dtype.kind == "u" or a.size == 0 or lo >= 0 else \
+            (a.astype(np.int64) & ((1 << b.bits) - 1)).astype(dt)
+    return out
 
 
 def raw_dtype(type_name: str) -> type:
