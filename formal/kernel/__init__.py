@@ -91,7 +91,8 @@ def run(mod, spec, inputs: dict | None = None, arch: str = "sm_90") -> RunResult
     sp = _spec(spec)
     m = Machine(_module(mod), sp, check_inputs(sp, inputs or {}), arch=arch, check=False)
     m.run()
-    return RunResult({b.name: m.read_buffer(b.name) for b in m.spec.buffers}, list(m.witnesses), m.executed)
+    return RunResult({b.name: m.read_buffer(b.name) for b in m.spec.buffers + m.spec.views}, list(m.witnesses),
+                     m.executed)
 
 
 def check(mod, spec, ctas=None, seed: int = 0, lanes: bool = True) -> CheckResult:
@@ -127,8 +128,10 @@ def check(mod, spec, ctas=None, seed: int = 0, lanes: bool = True) -> CheckResul
     counts = ", ".join(f"{k}: {v}" for k, v in sorted(m.counts.items()))
     if verdict == "proved":
         forms = " + ".join(f"{n} ({c})" for n, c in stats["formations"].items())
-        summ = (f"proved: {fin['complete']} output elements of {', '.join(c.c.out for c in pv.contracts)} each "
-                f"accumulate all K products, stored at their addresses; {pv.mmas} mma executions, "
+        summ = (f"proved: {fin['complete']} output elements of {', '.join(fin.get('outputs', []))} each "
+                f"accumulate all K products"
+                + (f" (after the chain steps {', '.join(fin['chain_steps'])}, in place)" if fin.get("chain_steps") else "")
+                + f", stored at their addresses; {pv.mmas} mma executions, "
                 f"{pv.products} products formed as {forms}; operands: "
                 + "; ".join(f"{k} " + ", ".join(f"{n} {c}" for n, c in v.items())
                             for k, v in stats["operand_derivations"].items())

@@ -273,7 +273,11 @@ class Provenance:
         if start.any():
             celem = start & (ckind == TG.ELEM)
             if celem.any():
-                if con.addend is None or (TG.buf(Ct[celem]) != con.add_tag).any():
+                if prev is not None:             # the addend is a result: memory still holding the input is stale
+                    self._wit_op("wrong-element", ins, tids, Ct, celem, Cl, Cr, regs["c"],
+                                 "the accumulator starts from an input element",
+                                 f"{con.c.addend}, the result of {prev.c.out} = {prev.c.text} (contract {con.c.text})")
+                elif con.addend is None or (TG.buf(Ct[celem]) != con.add_tag).any():
                     self._wit_op("wrong-element", ins, tids, Ct, celem, Cl, Cr, regs["c"],
                                  "an input element in the accumulator", f"zero (contract {con.c.text})")
                 else:
@@ -434,11 +438,8 @@ class Provenance:
         if con.addend is None:
             return None
         k = self.contracts.index(con)
-        a = self.m.buffers[con.addend - 1][0]
         for x in reversed(self.contracts[:k]):
-            o = self.m.buffers[x.out - 1][0]
-            if x.out == con.addend or (x.out_tag == con.add_tag and o.strides == a.strides and o.shape == a.shape
-                                       and o.elem_offset == a.elem_offset):
+            if x.out == con.addend:          # by name: "C" is the input, "C1" the first step's result
                 return x
         return None
 
@@ -523,6 +524,8 @@ class Provenance:
             return tg
         out = tg.copy()
         if both.any():
+            both, out = self._add_upstream(ins, both, a0, b0, out, nb)
+        if both.any():
             t = np.flatnonzero(both)
             ia, ib = TG.idx(a0[t]), TG.idx(b0[t])
             same = (self.acc_m[ia] == self.acc_m[ib]) & (self.acc_n[ia] == self.acc_n[ib]) & \
@@ -551,7 +554,7 @@ class Provenance:
             acc_t = np.where(ka[t] == TG.ACC, a0[t], b0[t])
             el_t = np.where(ka[t] == TG.ACC, b0[t], a0[t])
             ia = TG.idx(acc_t)
-            cons = [c for c in self.contracts if c.addend is not None]
+            cons = [c for c in self.contracts if c.addend is not None and self._upstream(c) is None]
             ok = np.zeros(len(t), bool)
             for con in cons:
                 sel = TG.buf(el_t) == con.add_tag
@@ -575,6 +578,46 @@ class Provenance:
                 self.acc_line[new] = ins.line
                 out[tt] = TG.make(TG.ACC, 0, new[:, None], np.arange(nb)[None, :] % 8)
         return out
+
+    def _add_upstream(self, ins, both, a0, b0, out, nb):
+        """acc + acc where one is a chain step's accumulator and the other the complete result of the
+        step before it (D = A1 @ B1, then D + C1 with C1 = A0 @ B0 + C): the later step with its addend."""
+        t = np.flatnonzero(both)
+        ia, ib = TG.idx(a0[t]), TG.idx(b0[t])
+        ca, cb = self.acc_c[ia], self.acc_c[ib]
+        ups = {self.contracts.index(c): self.contracts.index(self._upstream(c)) for c in self.contracts
+               if self._upstream(c) is not None}
+        a_down = np.array([ups.get(int(x)) == int(y) for x, y in zip(ca, cb)], bool)
+        b_down = np.array([ups.get(int(y)) == int(x) for x, y in zip(ca, cb)], bool)
+        sel = a_down | b_down
+        if not sel.any():
+            return both, out
+        down = np.where(a_down, ia, ib)[sel]
+        up = np.where(a_down, ib, ia)[sel]
+        tt = t[sel]
+        con_up = [self.contracts[int(c)] for c in self.acc_c[up]]
+        full = np.array([self._complete(np.array([u]), c.K)[0] for u, c in zip(up, con_up)], bool)
+        same = (self.acc_m[down] == self.acc_m[up]) & (self.acc_n[down] == self.acc_n[up]) & \
+            (self.acc_b[down] == self.acc_b[up])
+        bad = ~full | ~same | self.acc_add[down]
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            self.m.witness("wrong-element" if same[k] else "wrong-address", ins, tt[k], ins.ops[1].name,
+                           f"adds the accumulator of ({self.acc_m[up[k]]}, {self.acc_n[up[k]]}) of {con_up[k].c.out} "
+                           f"({self._count(up[k])} of {con_up[k].K} products) to that of ({self.acc_m[down[k]]}, "
+                           f"{self.acc_n[down[k]]})" + (" which already has its addend" if self.acc_add[down[k]] else ""),
+                           f"{con_up[k].c.out} complete, added once at the same element")
+        new = self._alloc(len(tt))
+        for key in ("acc_m", "acc_n", "acc_b", "acc_c"):
+            arr = getattr(self, key)
+            arr[new] = arr[down]
+        self.acc_add[new] = True
+        self.kbits[new] = self.kbits[down]
+        self.acc_line[new] = ins.line
+        out[tt] = TG.make(TG.ACC, 0, new[:, None], np.arange(nb)[None, :] % 8)
+        both = both.copy()
+        both[tt] = False
+        return both, out
 
     # --------------------------------------------------------------- witnesses
     def _describe(self, t, con=None):
@@ -660,9 +703,12 @@ class Provenance:
         """Check every output element; returns counts for the summary."""
         m = self.m
         checked = complete = arith = 0
+        outs, steps = [], []
         for con in self.contracts:
             if any(self._upstream(y) is con and y.out_tag == con.out_tag for y in self.contracts):
+                steps.append(con.c.out)
                 continue        # a chain step whose output the next step read and overwrote in place
+            outs.append(con.c.out)
             b, o, nb = m.buffers[con.out - 1]
             eb = b.bits // 8
             idx = np.zeros(b.shape, dtype=np.int64)
@@ -741,7 +787,8 @@ class Provenance:
                     okk = okk & self.acc_add[ids]
             complete += int((good & okk).sum())
             arith += int((good & okk & (TG.deriv(t0) == TG.ARITH)).sum())
-        return {"checked": checked, "complete": complete, "through_arithmetic": arith}
+        return {"checked": checked, "complete": complete, "through_arithmetic": arith, "outputs": outs,
+                "chain_steps": steps}
 
     def _wit_store(self, kind, tag, byte, arrived, wanted):
         m = self.m
