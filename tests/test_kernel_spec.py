@@ -82,3 +82,38 @@ def test_inputs_are_deterministic_raw_encodings():
     # normal regime: finite f16 of magnitude in [1/8, 2]
     v = x["A"].view(np.float16).astype(np.float64)
     assert np.all(np.isfinite(v)) and np.all((np.abs(v) >= 0.125) & (np.abs(v) <= 2.0))
+
+
+@pytest.mark.parametrize("edit,needle", [
+    (lambda t: t.replace("strides = [64, 1]", "stides = [64, 1]"), "unknown key 'stides' (did you mean 'strides'?)"),
+    (lambda t: t.replace("shared_bytes = 49152", "shred_bytes = 49152"),
+     "unknown key 'shred_bytes' (did you mean 'shared_bytes'?)"),
+    (lambda t: t.replace("[contract]", "[contracts]"), "unknown key 'contracts' (did you mean 'contract'?)"),
+    (lambda t: t.replace('type = "f16"', 'typ = "f16"', 1), "unknown key 'typ' (did you mean 'type'?)"),
+    (lambda t: t + '[[view]]\nname = "D"\nbuffer = "C"\nlayot = "col"\n', "unknown key 'layot' (did you mean 'layout'?)"),
+    (lambda t: t + '[[view]]\nname = "D"\nbuffer = "X"\n', "names no [[buffer]]"),
+    (lambda t: t + '[[view]]\nname = "D"\nbuffer = "C"\nlayout = "diag"\n', 'layout must be "row" or "col"'),
+    (lambda t: t + '[[view]]\nname = "D"\nbuffer = "C"\noffset = 1\n', "reaches element 16384 of C"),
+    (lambda t: t + '[[view]]\nname = "A"\nbuffer = "C"\n', "names repeat"),
+    (lambda t: t.replace('param = "mm_param_2"', 'param = "mm_param_1"'), "a second layout over one buffer's memory"),
+    (lambda t: t.replace("mm_param_3 = 128", "mm_param_3 = [1, 2, 4294967296]"), "32-bit words"),
+    (lambda t: t.replace("mm_param_3 = 128", 'mm_param_3 = "12"'), "one hex number"),
+    (lambda t: t.replace("mm_param_3 = 128", "mm_param_3 = { x = 1 }"), "byte offsets"),
+    (lambda t: t.replace("mm_param_3 = 128", "mm_param_3 = true"), "must be a number"),
+    (lambda t: t.replace("strides = [64, 1]", "strides = [1, 1]"), "put two elements at one address"),
+    (lambda t: 'chained = ["Q"]\n' + t, "chained must list contract outputs"),
+])
+def test_unknown_keys_views_and_values(edit, needle):
+    with pytest.raises(SpecError) as e:
+        load_spec(edit(BASE))
+    assert needle in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_views_and_wide_values_load():
+    s = load_spec(BASE.replace("mm_param_3 = 128", 'mm_param_3 = 128\nmm_param_4 = [1, 2, 3]\nmm_param_5 = "0xff"\n'
+                               '[params.mm_param_6]\n0 = { s32 = [1, -2] }\n16 = { f32 = 1.5 }')
+                  + '[[view]]\nname = "D"\nbuffer = "C"\nlayout = "col"\n')
+    (d,) = s.views
+    assert (d.view_of, d.strides, d.shape, d.param) == ("C", (1, 128), (128, 128), "mm_param_2")
+    assert s.base("D").name == "C" and s.buffer("D") is d
+    assert s.params["mm_param_6"] == {"0": {"s32": [1, -2]}, "16": {"f32": 1.5}}

@@ -801,10 +801,10 @@ def parse_module(text: str, path: str | None = None) -> Module:
                 f = _header(st, line, path)                 # a declaration (prototype) without a body
                 f.body = False
                 declarations.setdefault(f.name, f)
+            elif any(q in (".shared", ".global", ".const", ".local") for q in _split_quals(st).split()):
+                mvars.append(_module_var(st, line, path))     # also .weak / .common / .extern ones
             elif d[0].lstrip(".") in _SKIP_DIRECTIVES:
                 continue
-            elif any(q in (".shared", ".global", ".const", ".local") for q in _split_quals(st).split()):
-                mvars.append(_module_var(st, line, path))
             else:
                 raise PTXSyntaxError(line, f"unknown module directive: {st[:60]}", path)
             continue
