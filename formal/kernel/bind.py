@@ -21,17 +21,22 @@ _POINTER_BYTES = 8
 
 
 def entry(mod: Module, spec: KernelSpec) -> Function:
+    """The entry the spec launches, its launch checked against its directives, and the module's
+    variables checked for what the interpreter cannot allocate or initialise (before any memory)."""
     ents = [f.name for f in mod.functions.values() if f.entry]
     if spec.entry is None:
         if len(ents) != 1:
             raise SpecError(f"{spec.source}: the module has {len(ents)} entries ({_list(ents)}); name one with "
                             "entry = \"...\"")
-        return mod.functions[ents[0]]
-    f = mod.functions.get(spec.entry)
-    if f is None or not f.entry:
-        close = difflib.get_close_matches(spec.entry, ents, n=1)
-        raise SpecError(f"{spec.source}: entry {spec.entry!r} is no .entry of the module"
-                        + (f" (did you mean {close[0]!r}?)" if close else "") + f"; entries: {_list(ents)}")
+        f = mod.functions[ents[0]]
+    else:
+        f = mod.functions.get(spec.entry)
+        if f is None or not f.entry:
+            close = difflib.get_close_matches(spec.entry, ents, n=1)
+            raise SpecError(f"{spec.source}: entry {spec.entry!r} is no .entry of the module"
+                            + (f" (did you mean {close[0]!r}?)" if close else "") + f"; entries: {_list(ents)}")
+    check_launch(f, spec)
+    check_module(mod, f)
     return f
 
 
@@ -111,8 +116,6 @@ def _syms(ops):
 def param_block(mod: Module, fn: Function, spec: KernelSpec, pointers: dict) -> tuple[dict, bytes]:
     """(offset of each parameter in the block, the block's bytes) for a launch of ``fn``;
     ``pointers`` maps each (non-view) buffer name to its global address."""
-    check_launch(fn, spec)
-    check_module(mod, fn)
     offs, off = {}, 0
     for p in fn.params:
         a = max(p.align, 1)
