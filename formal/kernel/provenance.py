@@ -629,6 +629,10 @@ class Provenance:
             i = int(TG.idx(t))
             return f"accumulator of ({self.acc_m[i]}, {self.acc_n[i]})"
         bi = int(TG.buf(t))
+        if bi == 0:                                  # garbled from an accumulator (which has no buffer)
+            i = int(TG.idx(t))
+            return ("a value mixing several elements, first the accumulator of "
+                    f"({self.acc_m[i]}, {self.acc_n[i]})" if 0 <= i < self.nacc else "a value mixing several elements")
         b = self.m.buffers[bi - 1][0]
         if self.dec.get(bi) is None:                 # zero strides: no coordinates to name
             co, ok = np.zeros((1, len(b.shape)), np.int64), np.array([False])
