@@ -32,25 +32,39 @@ _MODS = {a: _module(a) for a in ARCHS}
 
 def _inputs(spec, seed=3):
     inp = kernel.make_inputs(spec, seed=seed)
-    if spec.buffer("C").type == "f32" and spec.buffers[0].type == "f32":      # tf32: exact in tf32, so
+    if spec.buffers[0].type == "f32":                                        # tf32: exact in tf32, so
         for k in inp:                                                         # the kernel's cvt.rna is the identity
             if k != "C":
                 inp[k] = inp[k] & np.uint32(0xFFFFE000)
     return inp
 
 
+def _form(mod, entry):
+    return next(i.form for i in mod.entry(entry).instrs if i.opcode.startswith("wmma.mma"))
+
+
 def _reference(mod, entry, spec, inp):
-    """C, then D = A @ B + C step by step as the contracts say (each step's addend the step before)."""
-    form = next(i.form for i in mod.entry(entry).instrs if i.opcode.startswith("wmma.mma"))
-    ref = inp["C"]
+    """The contracts in order, each step from the inputs (views cut from their buffers) and the
+    earlier steps' results, by formal.evaluate_matrices."""
+    form, vals = _form(mod, entry), {}
+
+    def get(n):
+        if n in vals:
+            return vals[n]
+        b = spec.buffer(n)
+        if b.view_of is None:
+            return inp[n]
+        idx = b.elem_offset + sum(np.indices(b.shape)[d] * st for d, st in enumerate(b.strides))
+        return inp[b.view_of].ravel()[idx]
     for c in spec.contracts:
-        ref = evaluate_matrices(form, inp[c.lhs][None], inp[c.rhs][None], ref[None])[0]
-    return ref
+        acc = get(c.addend) if c.addend else np.zeros((16, 16), kernel.raw_dtype(spec.buffer(c.out).type))
+        vals[c.out] = evaluate_matrices(form, get(c.lhs)[None], get(c.rhs)[None], acc[None])[0]
+    return vals[spec.contracts[-1].out]
 
 
 def test_the_data_is_the_generator_output():
-    assert len(ENTRIES) == 8 and {"inplace_f16", "inplace_bf16", "inplace_tf32", "inplace_s8", "chain2_f16",
-                                  "chain3_f16"} <= set(ENTRIES)
+    assert len(ENTRIES) == 10 and {"inplace_f16", "inplace_bf16", "inplace_tf32", "inplace_s8", "chain2_f16",
+                                   "chain3_f16", "stacked_f16", "operand_chain_f16"} <= set(ENTRIES)
     import importlib.util
     tool = Path(__file__).resolve().parent.parent / "tools" / "make_wmma_inplace.py"
     sp = importlib.util.spec_from_file_location("make_wmma_inplace", tool)
@@ -69,16 +83,17 @@ def test_proved_and_run_equals_reference(entry, arch):
     assert res.verdict == "proved", res.summary
     assert res.stats["outputs_complete"] == 256
     steps = len(spec.contracts)
-    assert res.stats["mma"] == steps and res.stats["products"] == steps * 256 * spec.buffers[0].shape[1]
+    assert res.stats["mma"] == steps and res.stats["products"] == steps * 256 * _form(mod, entry).mnk[2]
     if steps > 1:
         assert "chain steps" in res.summary
     inp = _inputs(spec)
     out = kernel.run(mod, spec, inp)
     assert not out.witnesses
     ref = _reference(mod, entry, spec, inp)
+    base = spec.base("D").name
     assert np.array_equal(out["D"], ref)                  # the column-major view holds D
-    assert np.array_equal(out["C"], ref.T)                # the same memory read row-major: D transposed
-    assert not np.array_equal(ref, inp["C"])
+    assert np.array_equal(out[base], ref.T)               # the same memory read row-major: D transposed
+    assert not np.array_equal(ref, inp.get(base, 0 * ref))
 
 
 def _mutate(entry: str, edit) -> str:
@@ -99,6 +114,18 @@ def _drop_nth(pattern: str, n: int):
     return edit
 
 
+def _move_before(pattern: str, anchor: str):
+    """Move the first line matching ``pattern`` to just before the first line matching ``anchor``."""
+    def edit(body):
+        lines = body.split("\n")
+        i = next(k for k, l in enumerate(lines) if re.search(pattern, l))
+        line = lines.pop(i)
+        j = next(k for k, l in enumerate(lines) if re.search(anchor, l))
+        lines.insert(j, line)
+        return "\n".join(lines)
+    return edit
+
+
 MUTANTS = {
     # the result stored row-major: D[m][n] lands at D[n][m]
     "store_row": ("inplace_f16", lambda b: b.replace("wmma.store.d.sync.aligned.col", "wmma.store.d.sync.aligned.row"),
@@ -109,6 +136,12 @@ MUTANTS = {
     "chain3_drop_mma": ("chain3_f16", _drop_nth(r"wmma\.mma", 1), "missing-product"),
     # the second step loads A0 again instead of A1
     "chain2_wrong_a": ("chain2_f16", lambda b: re.sub(r"(\{%r18,[^}]*\}, )\[%rd7\]", r"\1[%rd10]", b), "wrong-element"),
+    # the second step reads the first step's slice of A again (the view that selects A1 notices)
+    "stacked_same_slice": ("stacked_f16", lambda b: b.replace("add.s64 \t%rd7, %rd6, 512;", "mov.u64 \t%rd7, %rd6;"),
+                           "wrong-element"),
+    # the result read back as A before it is stored: the fragment holds the stale T
+    "operand_before_store": ("operand_chain_f16", _move_before(r"wmma\.load\.a[^\n]*\[%rd7\]", r"wmma\.store\.d"),
+                             "wrong-element"),
 }
 
 

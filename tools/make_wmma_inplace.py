@@ -28,7 +28,113 @@ KERNELS = {
 }
 
 
+SPECIAL = {
+    # both steps' operands stacked in one buffer each: views select the slices
+    "stacked_f16": """entry = "stacked_f16"
+grid = [1, 1, 1]
+block = [32, 1, 1]
+
+[[buffer]]
+name = "A"
+param = "stacked_f16_param_0"
+type = "f16"
+shape = [2, 16, 16]
+
+[[buffer]]
+name = "B"
+param = "stacked_f16_param_1"
+type = "f16"
+shape = [2, 16, 16]
+
+[[buffer]]
+name = "C"
+param = "stacked_f16_param_2"
+type = "f32"
+shape = [16, 16]
+
+[[view]]
+name = "A0"
+buffer = "A"
+shape = [16, 16]
+
+[[view]]
+name = "A1"
+buffer = "A"
+shape = [16, 16]
+offset = 256
+
+[[view]]
+name = "B0"
+buffer = "B"
+shape = [16, 16]
+
+[[view]]
+name = "B1"
+buffer = "B"
+shape = [16, 16]
+offset = 256
+
+[[view]]
+name = "C1"
+buffer = "C"
+
+[[view]]
+name = "D"
+buffer = "C"
+layout = "col"
+
+[contract]
+C1 = "A0 @ B0 + C"
+D = "A1 @ B1 + C1"
+""",
+    # a result read back as the next product's A operand through the same pointer
+    "operand_chain_f16": """entry = "operand_chain_f16"
+grid = [1, 1, 1]
+block = [32, 1, 1]
+
+[[buffer]]
+name = "A"
+param = "operand_chain_f16_param_0"
+type = "f16"
+shape = [16, 16]
+
+[[buffer]]
+name = "B"
+param = "operand_chain_f16_param_1"
+type = "f16"
+shape = [16, 16]
+
+[[buffer]]
+name = "B2"
+param = "operand_chain_f16_param_2"
+type = "f16"
+shape = [16, 16]
+
+[[buffer]]
+name = "T"
+param = "operand_chain_f16_param_3"
+type = "f16"
+shape = [16, 16]
+
+[[view]]
+name = "T1"
+buffer = "T"
+
+[[view]]
+name = "D"
+buffer = "T"
+layout = "col"
+
+[contract]
+T1 = "A @ B"
+D = "T1 @ B2"
+""",
+}
+
+
 def spec_text(entry: str) -> str:
+    if entry in SPECIAL:
+        return f"# {entry} (tools/kernel_sources/wmma_inplace.cu)\n" + SPECIAL[entry]
     t, acc, k, steps = KERNELS[entry]
     out = [f'# {entry} (tools/kernel_sources/wmma_inplace.cu): C read row-major, D written column-major over it',
            f'entry = "{entry}"', "grid = [1, 1, 1]", "block = [32, 1, 1]", ""]
@@ -57,7 +163,7 @@ def main(out: Path) -> None:
         dst = out / f"wmma_inplace_{arch.replace('_', '')}.ptx"
         subprocess.run(["nvcc", "-ptx", f"-arch={arch}", "-std=c++17", "-O3", str(SRC), "-o", str(dst)], check=True)
         subprocess.run(["ptxas", f"-arch={arch}", str(dst), "-o", "/dev/null"], check=True)
-    for entry in KERNELS:
+    for entry in list(KERNELS) + list(SPECIAL):
         (out / f"{entry}.toml").write_text(spec_text(entry))
 
 

@@ -224,8 +224,8 @@ class Provenance:
             self.wmma_maps.update(f"{k}: {v.fmap.id} ({v.fmap.evidence})" for k, v in frags.items())
         W, M, K = At.shape
         N = Bt.shape[2]
-        At = self._chained(ins, tids, At, Al, Ar, regs["a"], rows=True)
-        Bt = self._chained(ins, tids, Bt, Bl, Br, regs["b"], rows=False)
+        At, a_res = self._chained(ins, tids, At, Al, Ar, regs["a"], rows=True)
+        Bt, b_res = self._chained(ins, tids, Bt, Bl, Br, regs["b"], rows=False)
         con = self._pick(At, Bt, Ct)
         if con is None:
             raise Unsupported(ins.line, ins.text, "the spec has no [contract] to check the mma against")
@@ -302,23 +302,30 @@ class Provenance:
         # every product of the mma at once: axes (warp, m, n, k slot)
         A4 = At[:, :, None, :]
         Az = self._zero(Av, La)[:, :, None, :]
-        abch, am, ak, _ = (x[:, :, None, :] for x in self._coords(At, con.lhs, con.c.lhs_t))
+        abch, am, ak, aok = (x[:, :, None, :] for x in self._coords(At, con.lhs, con.c.lhs_t))
         if kidx is None:
             B4 = np.swapaxes(Bt, 1, 2)[:, None, :, :]
             Bz = self._zero(np.swapaxes(Bv, 1, 2), Lb)[:, None, :, :]
-            bbch, bk, bn, _ = (np.swapaxes(x, 1, 2)[:, None, :, :] for x in self._coords(Bt, con.rhs, con.c.rhs_t))
+            bbch, bk, bn, bok = (np.swapaxes(x, 1, 2)[:, None, :, :] for x in self._coords(Bt, con.rhs, con.c.rhs_t))
             brows = np.broadcast_to(np.arange(K), (W, M, N, K))
         else:                                   # stored column kk of row m meets B row kidx[w, m, kk]
             wi, ni = np.arange(W)[:, None, None, None], np.arange(N)[None, None, :, None]
             ki = kidx[:, :, None, :]
             B4, Bz = Bt[wi, ki, ni], self._zero(Bv[wi, ki, ni], Lb)
-            bbch, bk, bn, _ = (x[wi, ki, ni] for x in self._coords(Bt, con.rhs, con.c.rhs_t))
+            bbch, bk, bn, bok = (x[wi, ki, ni] for x in self._coords(Bt, con.rhs, con.c.rhs_t))
             brows = np.broadcast_to(ki, (W, M, N, K))
         shape = (W, M, N, K)
         ka, kb_ = TG.kind(A4), TG.kind(B4)
         act = ~np.broadcast_to(((ka == TG.NONE) & Az) | ((kb_ == TG.NONE) & Bz), shape)
-        good_a = np.broadcast_to((ka == TG.ELEM) & (TG.buf(A4) == con.lhs_tag), shape)
-        good_b = np.broadcast_to((kb_ == TG.ELEM) & (TG.buf(B4) == con.rhs_tag), shape)
+        # an element of the operand's buffer outside its view (another slice, padding) is not the operand's
+        good_a = np.broadcast_to((ka == TG.ELEM) & (TG.buf(A4) == con.lhs_tag) & aok, shape)
+        good_b = np.broadcast_to((kb_ == TG.ELEM) & (TG.buf(B4) == con.rhs_tag) & bok, shape)
+        # an operand that is an earlier contract's result must be that result, not stale memory
+        if self._producer(con, con.c.lhs) is not None:
+            good_a = good_a & np.broadcast_to(a_res[:, :, None, :], shape)
+        if self._producer(con, con.c.rhs) is not None:
+            b_r = np.swapaxes(b_res, 1, 2)[:, None, :, :] if kidx is None else b_res[wi, ki, ni]
+            good_b = good_b & np.broadcast_to(b_r, shape)
         A4, B4 = np.broadcast_to(A4, shape), np.broadcast_to(B4, shape)
 
         def first(mask):
@@ -433,6 +440,16 @@ class Provenance:
         first = [c for c in cands if self._upstream(c) is None]
         return (first or cands)[0]
 
+    def _producer(self, con, name):
+        """The earlier contract whose output ``name`` is."""
+        k = self.contracts.index(con)
+        return next((x for x in reversed(self.contracts[:k]) if x.c.out == name), None)
+
+    @staticmethod
+    def _reads(y, x) -> bool:
+        """Contract ``y`` reads ``x``'s output (as an operand or as its addend)."""
+        return x.c.out in (y.c.lhs, y.c.rhs, y.c.addend)
+
     def _upstream(self, con):
         """The earlier contract whose output (the same memory, the same layout) is ``con``'s addend."""
         if con.addend is None:
@@ -448,7 +465,7 @@ class Provenance:
         O = S @ V): complete accumulators become that contract's output elements."""
         acc = TG.kind(T) == TG.ACC
         if not acc.any():
-            return T
+            return T, acc
         ids = np.where(acc, TG.idx(T), 0)
         T = T.copy()
         cidx = self.acc_c[ids]
@@ -475,7 +492,7 @@ class Provenance:
                                f"the accumulator of {b.name}[{self.acc_m[a[k]]}][{self.acc_n[a[k]]}] before all its "
                                f"products ({self._count(a[k])} of {con.K})",
                                f"{b.name} complete ({con.c.text}) before it feeds this mma")
-        return T
+        return T, acc
 
     def _required(self, con, rows):
         """Bitsets of the k's output row m needs: all K, or for a structured-sparse lhs the
@@ -709,9 +726,9 @@ class Provenance:
         checked = complete = arith = 0
         outs, steps = [], []
         for con in self.contracts:
-            if any(self._upstream(y) is con and y.out_tag == con.out_tag for y in self.contracts):
+            if any(self._reads(y, con) and y.out_tag == con.out_tag for y in self.contracts[self.contracts.index(con) + 1:]):
                 steps.append(con.c.out)
-                continue        # a chain step whose output the next step read and overwrote in place
+                continue        # a chain step whose output a later step read and overwrote in place
             outs.append(con.c.out)
             b, o, nb = m.buffers[con.out - 1]
             eb = b.bits // 8

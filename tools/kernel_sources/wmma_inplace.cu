@@ -80,3 +80,40 @@ extern "C" __global__ void chain3_f16(const half* A, const half* B, float* C) {
   wmma::mma_sync(c, a, b, c);
   wmma::store_matrix_sync(C, c, 16, wmma::mem_col_major);
 }
+
+// Two products with both steps' operands stacked in one buffer each: A = [A0; A1] (2 x 16 x 16),
+// B = [B0; B1]; C1 = A0 @ B0 + C stored row-major into C, D = A1 @ B1 + C1 column-major over it.
+extern "C" __global__ void stacked_f16(const half* A, const half* B, float* C) {
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> b;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
+  for (int step = 0; step < 2; ++step) {
+    wmma::load_matrix_sync(a, A + step * 256, 16);
+    wmma::load_matrix_sync(b, B + step * 256, 16);
+    wmma::load_matrix_sync(c, C, 16, wmma::mem_row_major);
+    wmma::mma_sync(c, a, b, c);
+    wmma::store_matrix_sync(C, c, 16, step == 0 ? wmma::mem_row_major : wmma::mem_col_major);
+    __syncwarp();
+  }
+}
+
+// The result of one product is the next one's A operand through the same pointer: T1 = A @ B
+// (f16 accumulator) stored row-major into T, read back as matrix_a, D = T1 @ B2 stored
+// column-major over T.
+extern "C" __global__ void operand_chain_f16(const half* A, const half* B, const half* B2, half* T) {
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> b;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, half> c;
+  wmma::fill_fragment(c, __float2half(0.0f));
+  wmma::load_matrix_sync(a, A, 16);
+  wmma::load_matrix_sync(b, B, 16);
+  wmma::mma_sync(c, a, b, c);
+  wmma::store_matrix_sync(T, c, 16, wmma::mem_row_major);
+  __syncwarp();
+  wmma::fill_fragment(c, __float2half(0.0f));
+  wmma::load_matrix_sync(a, T, 16);
+  wmma::load_matrix_sync(b, B2, 16);
+  wmma::mma_sync(c, a, b, c);
+  __syncwarp();
+  wmma::store_matrix_sync(T, c, 16, wmma::mem_col_major);
+}
