@@ -55,24 +55,38 @@ def test_the_emulation_flushes_what_cuda_flushes():
     assert list(new) == [0x5262E4 * 2.0 ** -149, -(2.0 ** -149), 2.0 ** -126]
 
 
-def test_binary_conversions_agree_with_numpy():
-    rng = np.random.default_rng(7)
-    u = np.concatenate([np.arange(1 << 23, dtype=np.uint32), rng.integers(0, 1 << 32, 200_000).astype(np.uint32)])
+def _conversions_agree(u: np.ndarray, rng, n_random: int, n_ftz: int):
     u = np.concatenate([u, u | np.uint32(1 << 31)])
-    ref = u.view(np.float32).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        ref = u.view(np.float32).astype(np.float64)
     got = b32_to_f64(u)
-    assert np.array_equal(got.view(np.uint64), ref.view(np.uint64)) or \
-        np.array_equal(np.isnan(got), np.isnan(ref)) and np.array_equal(got[~np.isnan(got)], ref[~np.isnan(ref)])
+    nan = np.isnan(ref)
+    assert np.array_equal(np.isnan(got), nan) and np.array_equal(got[~nan].view(np.uint64), ref[~nan].view(np.uint64))
     # float64 values on and between the binary32 / binary16 grids, ties, underflow, overflow
     v = np.concatenate([ref, ref * (1 + 2.0 ** -25), ref + 2.0 ** -150, ref * 1.5,
-                        rng.standard_normal(200_000) * 2.0 ** rng.integers(-160, 140, 200_000)])
+                        rng.standard_normal(n_random) * 2.0 ** rng.integers(-160, 140, n_random)])
     with np.errstate(over="ignore", invalid="ignore"):
         want32 = v.astype(np.float32).view(np.uint32)
         want16 = v.astype(np.float16).view(np.uint16)
     assert np.array_equal(f64_to_b32(v), want32)
     assert np.array_equal(f64_to_b16(v), want16)
     with backend(FTZ):                                   # and the same bits where float32 flushes
-        assert np.array_equal(np.asarray(f64_to_b32(v[: 1 << 20])), want32[: 1 << 20])
+        assert np.array_equal(np.asarray(f64_to_b32(v[:n_ftz])), want32[:n_ftz])
+
+
+def test_binary_conversions_agree_with_numpy():
+    """A sample: every 61st subnormal code, the subnormal/normal boundaries, random codes."""
+    rng = np.random.default_rng(7)
+    u = np.concatenate([np.arange(0, 1 << 23, 61, dtype=np.uint32), np.arange((1 << 23) - 64, (1 << 23) + 64, dtype=np.uint32),
+                        rng.integers(0, 1 << 32, 100_000).astype(np.uint32)])
+    _conversions_agree(u, rng, 100_000, 100_000)
+
+
+@pytest.mark.slow
+def test_binary_conversions_agree_with_numpy_on_every_subnormal():
+    rng = np.random.default_rng(7)
+    u = np.concatenate([np.arange(1 << 23, dtype=np.uint32), rng.integers(0, 1 << 32, 200_000).astype(np.uint32)])
+    _conversions_agree(u, rng, 200_000, 1 << 20)
 
 
 def _register_forms():
