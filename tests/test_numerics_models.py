@@ -172,6 +172,9 @@ VARIANTS = [
     ("f16.f16", dict(rounding="rz", overflow="satfinite")),
     ("bf16.f32", dict(out_frac=13, F=13, rounding="rn")), ("tf32.f32", dict(tf32_conversion="rn")),
     ("tf32.f32", dict(tf32_nan="keep", zero_sign="ieee")),
+    ("f16.f32", dict(zero_factor_exp=-126)), ("bf16.f32", dict(zero_factor_exp=-126)),
+    ("f16.f16", dict(zero_factor_exp=-14)), ("tf32.f32", dict(zero_factor_exp=-126, minexp=None)),
+    ("f16.f16", dict(minexp=None)),
 ]
 _TYPES = {"f16.f32": ("f16", "f32", 16), "f16.f16": ("f16", "f16", 16), "bf16.f32": ("bf16", "f32", 16),
           "tf32.f32": ("tf32", "f32", 8)}

@@ -186,7 +186,18 @@ def _decode_input(x, t: str, p) -> Decoded:
         d = decode(x, t)
     if isinstance(p, BlockFMA) and not p.pin_subnormals:
         d = B.unpin_subnormals(d)
-    return d
+    return _zero_factors(d, p)
+
+
+def _zero_factors(d: Decoded, p) -> Decoded:
+    """``zero_factor_exp`` set (a wrong variant): exact zeros get that alignment exponent, so
+    a zero product takes part in the maximum of step 5 (its value stays 0)."""
+    z = getattr(p, "zero_factor_exp", None) if isinstance(p, BlockFMA) else None
+    if z is None:
+        return d
+    out = Decoded(d.fmt, d.neg, d.sig, d.exp, d.nan, d.inf, d.zero)
+    out._f["ealign"] = np.where(np.asarray(d.zero), z, np.asarray(d.ealign))
+    return out
 
 
 def _decode_via(x, t: str, via: str, p) -> Decoded:
@@ -196,7 +207,7 @@ def _decode_via(x, t: str, via: str, p) -> Decoded:
     d = decode_converted(x, t, via, "rn")
     if isinstance(p, BlockFMA) and not p.pin_subnormals:
         d = B.unpin_subnormals(d)
-    return d
+    return _zero_factors(d, p)
 
 
 def _zeros(shape, dtype):

@@ -53,7 +53,7 @@ class BlockFMA:
        else any Inf -> that Inf.  NaN bits = ``nan_bits``.
     2. decode inputs without normalising (``pin_subnormals``).
     3. exact products with alignment exponent ``e_a + e_b`` (``normalise_products``);
-       zero products take no part.
+       zero products take no part (``zero_factor_exp``).
     4. c is an ordinary addend (``c_entry``), aligned by its field exponent in the format it
        is read as (``c_as_f32``; subnormals at that format's emin unless ``pin_c`` is off).
     5. E = max(all alignment exponents, ``minexp``).
@@ -85,6 +85,10 @@ class BlockFMA:
                                    #   emin (True) or at its leading one (False)
     truncation: str = "magnitude"  # per-term alignment: "magnitude" (toward 0) | "floor" | "none" (exact)
     normalise_products: bool = False  # alignment exponent of a product = its leading one
+    zero_factor_exp: int | None = None  # None: a zero product takes no part in the alignment (step 5);
+                                   #   an int Z: an exact-zero A/B element takes part with exponent Z, so
+                                   #   0 * 2**127 sets E = Z + 127 and truncates the real terms (MMA-Sim's
+                                   #   Hopper model, Z = -126; a wrong variant, see distinguish.mechanisms)
     c_entry: str = "window"        # "window": c is an addend of the first block; "after": c added
                                    #   exactly to the block's (truncated) sum, then one rounding
     subnormal_output: str = "gradual"  # "gradual" | "ftz"

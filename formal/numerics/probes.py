@@ -275,7 +275,24 @@ def _probes() -> list[Probe]:
               {"sm_90": SM90, "c at its leading one": _v("bf16.f32", "c unpinned", pin_c=False)}, 0x00010000,
               "c = 2^-133 at -126 gives E = -126 and cuts the -2^-155 product (D = c); at -133 the product "
               "stays and RZ gives 2^-133 - 2^-149"))
+    # an exact zero times a large factor takes no part in the alignment (MMA-Sim's Hopper model gives a
+    # zero exponent -126: the zero product sets E and truncates c / the real terms)
+    add(Probe("Z0", "a zero product takes no part in the alignment (f16 -> f32)", F16_F32, {0: 0.0}, {0: 65504.0},
+              Bits(0x00000001),
+              {"sm_90": SM90, "zero at -126": _v(hm, "zero -126", zero_factor_exp=-126),
+               "zero at -14": _v(hm, "zero -14", zero_factor_exp=-14)}, 0x00000001,
+              "0 x 65504 + 2^-149: a zero aligned at -126 (or -14) lifts E to -111 (or 1) and cuts c"))
+    add(Probe("Z0bf", "a zero product takes no part in the alignment (bf16 -> f32)", BF16_F32, {0: 0.0},
+              {0: p2(127)}, p2(-30), {"sm_90": SM90, "zero at -126": _v(bm, "zero -126", zero_factor_exp=-126)},
+              0x30800000, "0 x 2^127 + 2^-30: a zero aligned at -126 lifts E to 1 and cuts c"))
+    add(Probe("Z0h", "a zero product takes no part in the alignment (f16 -> f16)", F16_F16,
+              {0: 0.0, 1: p2(-12), 2: p2(-13)}, {0: 65504.0, 1: p2(-13), 2: p2(-13)}, 0.0,
+              {"sm_90": SM90, "zero at -14": _v("f16.f16", "zero -14", zero_factor_exp=-14)}, 0x0001,
+              "0 x 65504 + 2^-25 + 2^-26 rounds to 2^-24; a zero aligned at -14 lifts E to 1 and cuts both"))
     tm = "tf32.f32"
+    add(Probe("Z0tf", "a zero product takes no part in the alignment (tf32 -> f32)", TF32_K8, {0: 0.0},
+              {0: p2(127)}, p2(-30), {"sm_90": SM90, "zero at -126": _v(tm, "zero -126", zero_factor_exp=-126)},
+              0x30800000, "0 x 2^127 + 2^-30: a zero aligned at -126 lifts E to 1 and cuts c"))
     add(Probe("K1", "tf32: low 13 bits ignored", TF32_K8, {0: Bits(0x3F801800)}, {0: 1.0}, 0.0,
               {"sm_90": SM90, "RN conversion": _v(tm, "rn", tf32_conversion="rn")}, 0x3F800000))
     add(Probe("K2", "tf32: NaN with payload only in the low 13 bits", TF32_K8, {0: Bits(0x7F800001)}, {0: 1.0},

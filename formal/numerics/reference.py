@@ -323,7 +323,7 @@ def block1(products, c: Val, p: BlockFMA, out, *, c_from: str) -> int:
         if window is addends:
             total += c.value
         return _round_out(total, zero_terms, p, out)
-    exps = [e for (_, v, e) in window if v != 0]
+    exps = [e for (_, v, e) in window if e is not None]
     E = max(exps) if exps else None
     if p.minexp is not None:
         E = p.minexp if E is None else max(E, p.minexp)
@@ -381,6 +381,9 @@ def _product_list(avals, bvals, p: BlockFMA, scales=None):
         e += sum(f.exp for f in sc)
         if p.normalise_products and v != 0:
             e = floor_log2(v)
+        z = getattr(p, "zero_factor_exp", None)
+        if v == 0:   # a zero product takes no part in the alignment, unless zeros have an exponent
+            e = None if z is None else sum(z if f.mag == 0 else f.exp for f in (x, y)) + sum(f.exp for f in sc)
         plist.append((neg, v, e))
     return plist, pairs
 
@@ -587,7 +590,7 @@ def _scaled_block_exact1(av, bv, scales, c: Val, p: BlockFMA, ctx, bs) -> int:
                 total += av[i].value * bv[i].value
         if sa.kind == "fin" and sb.kind == "fin":
             v = total * sa.value * sb.value
-            plist.append((v < 0, abs(v), floor_log2(abs(v)) if v != 0 else 0))
+            plist.append((v < 0, abs(v), floor_log2(abs(v)) if v != 0 else None))
     return block1((plist, pairs), c, p.but(n=None), ctx["dtype"], c_from="c")
 
 

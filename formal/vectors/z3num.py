@@ -434,6 +434,8 @@ def block_fma(a: Sequence[Elem], b: Sequence[Elem], c: Elem, p, dtype: str) -> z
         raise NoEncoding("BlockFMA variant (normalise_products / c_entry / truncation) without an encoding")
     if not p.pin_subnormals or not getattr(p, "pin_c", True):
         raise NoEncoding("BlockFMA with pin_subnormals=False or pin_c=False")
+    if getattr(p, "zero_factor_exp", None) is not None:
+        raise NoEncoding("BlockFMA with zero_factor_exp (zero products in the alignment)")
     for x in list(a) + list(b):
         if x.f.name not in ("f16", "bf16", "tf32"):
             raise NoEncoding(f"BlockFMA input type {x.f.name}")
