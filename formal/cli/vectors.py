@@ -115,20 +115,23 @@ def cmd_verify(args) -> int:
         raise BadArgument(f"{args.vectors} holds vectors for {vs.opcode}, not {form.opcode}")
     got = V.read_results(args.results, vs)
     rep = V.compare(vs, got, keep=args.max_mismatches, source=args.results)
-    pick, causes, nel = [], [], 0
+    pick, causes, nel, examined = [], [], 0, 0
     if not rep.ok:          # element witnesses and root causes (no reduction: the device is not in the loop)
         from ..vectors.audit import explain
 
-        pick, causes, nel, _ = explain(vs, got, vs.arch, None, max_witnesses=args.max_mismatches,
-                                       caught=rep.caught_by)
+        ex = explain(vs, got, vs.arch, None, max_witnesses=args.max_mismatches, caught=rep.caught_by)
+        pick, causes, nel, examined = ex.witnesses, ex.causes, ex.total, ex.examined
     if args.json:
         d = rep.to_dict(args.max_mismatches)
-        d.update(vectors_digest=vs.digest, failed_elements=nel, causes=causes, witnesses=[w.to_dict() for w in pick])
+        d.update(vectors_digest=vs.digest, failed_elements=nel, failed_elements_truncated=examined < nel,
+                 failed_elements_examined=examined, causes=causes, witnesses=[w.to_dict() for w in pick])
         print(json.dumps(d, indent=1, default=str))
     else:
         print(rep.table(args.max_mismatches if not pick else 0))
         if pick:
-            print(f"\n{nel} failing output elements (vectors {vs.digest}), explained by:")
+            grouped = (f"; causes grouped over the first {examined}: the rest were only counted"
+                       if examined < nel else "")
+            print(f"\n{nel} failing output elements (vectors {vs.digest}{grouped}), explained by:")
             for g in causes:
                 print(f"  {g['cause']}: {g['elements']} elements in {len(g['cases'])} cases -- {g['what']}")
             print("element witnesses:")

@@ -191,7 +191,8 @@ class AuditReport:
     errors: list[str] = field(default_factory=list)
     witnesses: list = field(default_factory=list)     # formal.vectors.witness.ElementWitness (reduced)
     causes: list[dict] = field(default_factory=list)  # root-cause groups (smallest set of mechanisms)
-    failed_elements: int = 0
+    failed_elements: int = 0                          # every failing output element (no limit)
+    failed_elements_examined: int = 0                 # of which grouped by cause (witness.ELEMENT_LIMIT)
     background_points: list[str] = field(default_factory=list)   # fail only through other elements
     digest: str = ""
 
@@ -211,10 +212,21 @@ class AuditReport:
     def mismatches(self):
         return self.vectors.mismatches
 
+    @property
+    def failed_elements_truncated(self) -> bool:
+        """More elements failed than were grouped by cause (the causes cover the first ones)."""
+        return self.failed_elements_examined < self.failed_elements
+
+    def _grouped(self) -> str:
+        return (f" (causes grouped over the first {self.failed_elements_examined}: the rest were only counted)"
+                if self.failed_elements_truncated else "")
+
     def to_dict(self) -> dict:
         return {"opcode": self.opcode, "arch": self.arch, "model": self.model, "ok": self.ok,
                 "vectors_digest": self.digest, "caught_by": self.caught_by, "errors": self.errors,
-                "failed_elements": self.failed_elements, "causes": self.causes,
+                "failed_elements": self.failed_elements,
+                "failed_elements_truncated": self.failed_elements_truncated,
+                "failed_elements_examined": self.failed_elements_examined, "causes": self.causes,
                 "background_points": self.background_points,
                 "witnesses": [w.to_dict() for w in self.witnesses], "vectors": self.vectors.to_dict(),
                 "symbolic": asdict(self.symbolic) if self.symbolic else None}
@@ -223,7 +235,7 @@ class AuditReport:
         lines = [f"audit of {self.model} against the {self.arch} model: {'PASS' if self.ok else 'FAIL'}"
                  + (f"  (vectors {self.digest})" if self.digest else "")]
         if not self.ok and self.causes:
-            lines.append(f"{self.failed_elements} failing output elements, explained by:")
+            lines.append(f"{self.failed_elements} failing output elements{self._grouped()}, explained by:")
             for g in self.causes:
                 lines.append(f"  {g['cause']}: {g['elements']} elements in {len(g['cases'])} cases -- {g['what']}")
         if self.witnesses:
@@ -245,7 +257,7 @@ class AuditReport:
         out = [f"# Audit of `{self.model}`: {'PASS' if self.ok else 'FAIL'}", "",
                f"* form: `{self.opcode}`", f"* reference: the `{self.arch}` model of ptx-formal",
                f"* vectors: {v.cases} cases, digest `{self.digest}`",
-               f"* failing cases: {v.failed}; failing output elements: {self.failed_elements}",
+               f"* failing cases: {v.failed}; failing output elements: {self.failed_elements}{self._grouped()}",
                f"* caught by: {', '.join(f'`{p}`' for p in self.caught_by) or '-'}", ""]
         if self.causes:
             out += ["## Root causes (smallest set of known mechanisms reproducing the failures)", "",
@@ -290,6 +302,42 @@ def _call(model: Callable, form: Form, args: tuple, kw: dict, arch: str):
     return model(form.opcode, *args, **kw)
 
 
+class ModelOutputError(ValueError):
+    """The model returned something that is not D: wrong shape, not integers, out of range."""
+
+
+def _out_bits(form: Form, level: str) -> tuple[int, str]:
+    """Width of one value the model returns: a D register (register level) or a D element."""
+    from .draft import is_matrix_level
+
+    if level == "matrix" or is_matrix_level(form):
+        from ..numerics.formats import get_format
+
+        return get_format(form.dtype).bits, f"D element (.{form.dtype})"
+    return form.operands["d"].reg_bits, "D register"
+
+
+def _check_output(out, want: tuple, dtype, bits: int, what: str) -> np.ndarray:
+    """The model's D (as ``dtype``), or ModelOutputError: D must be raw encodings, integers
+    within the register (or element) width, of the expected shape.  A NaN float or d + 2**32
+    is not an answer to compare bits with; it is the model's failure."""
+    try:
+        x = np.asarray(out)
+    except Exception as e:
+        raise ModelOutputError(f"{type(out).__name__} that is not an array ({type(e).__name__})") from None
+    if x.dtype == object or not (np.issubdtype(x.dtype, np.integer)):
+        raise ModelOutputError(f"an array of {x.dtype} (D must be raw {bits}-bit encodings, an integer array)")
+    if x.shape != want:
+        raise ModelOutputError(f"shape {list(x.shape)}, expected {list(want)}")
+    if x.size:
+        lo, hi = int(x.min()), int(x.max())
+        if lo < 0 or hi >= (1 << bits):
+            bad = lo if lo < 0 else hi
+            raise ModelOutputError(f"value {bad:#x} outside the {bits}-bit range of a {what} "
+                                   f"(D must be raw encodings in 0..2**{bits}-1)")
+    return x.astype(dtype)
+
+
 def run_model(model: Callable, vs, arch: str) -> tuple[list[np.ndarray], list[str]]:
     """The model's outputs for every case (in vector order) and any errors it raised."""
     form = vs.form
@@ -309,15 +357,19 @@ def run_model(model: Callable, vs, arch: str) -> tuple[list[np.ndarray], list[st
             else:
                 args = tuple(np.stack([c.inputs[k] for c in cs]) for k in ("a", "b", "c"))
                 kw = {"e": np.stack([c.inputs["e"] for c in cs]), "sel": sel} if form.is_sparse else {}
-            out = np.asarray(_call(model, form, args, kw, arch))
-            want = (len(cs),) + np.asarray(cs[0].expected).shape
-            if out.shape != want:
-                raise ValueError(f"returned shape {list(out.shape)}, expected {list(want)}")
+            exp0 = np.asarray(cs[0].expected)
+            out = _check_output(_call(model, form, args, kw, arch), (len(cs),) + exp0.shape, exp0.dtype,
+                                *_out_bits(form, vs.level))
             for j, i in enumerate(idx):
                 got[i] = out[j]
         except Exception as e:  # the model's failure is a finding, not a crash
-            errors.append(f"{getattr(model, '__name__', 'model')} raised {type(e).__name__}: {e}"
-                          + (f" (sel={sel})" if sel is not None else ""))
+            if getattr(e, "abort_audit", False):       # a model past its time limit ends the audit
+                raise
+            name = getattr(model, "__name__", "model")
+            msg = str(e) if getattr(e, "model_message", False) else f"{name} raised {type(e).__name__}: {e}"
+            if isinstance(e, ModelOutputError):
+                msg = f"{name} returned {e}"
+            errors.append(msg + (f" (sel={sel})" if sel is not None else ""))
             for i in idx:
                 got[i] = np.full(np.asarray(vs.cases[i].expected).shape, 0xDEADBEEF,
                                  dtype=np.asarray(vs.cases[i].expected).dtype)
@@ -421,12 +473,13 @@ def explain(vs, got, arch, model: Callable | None = None, max_witnesses: int = 8
     """Element witnesses, root-cause groups and background-only points of a failing run
     (``model`` enables the reduction; without it, e.g. for a device's result file, the
     witnesses are the original elements)."""
-    from .witness import failing_elements, reduce_element, root_causes
+    from .witness import ELEMENT_LIMIT, count_failing, failing_elements, reduce_element, root_causes
 
     form = vs.form
-    elems = failing_elements(vs, got)
+    elems = failing_elements(vs, got, limit=ELEMENT_LIMIT)
+    total = len(elems) if len(elems) < ELEMENT_LIMIT else count_failing(vs, got)
     try:
-        causes = root_causes(form, arch, elems, vs)
+        causes = root_causes(form, arch, elems, vs, got)
     except Exception as e:        # grouping is a convenience; the witnesses stand without it
         causes = [{"cause": "unexplained", "what": f"grouping failed: {type(e).__name__}: {e}",
                    "elements": len(elems), "cases": sorted({w.case for w in elems}), "points": []}]
@@ -454,7 +507,26 @@ def explain(vs, got, arch, model: Callable | None = None, max_witnesses: int = 8
             w.reduced = reduce_element(vs, w, run, arch)
     # points whose failures never involve an element built for them or holding their input
     direct = {p for w in elems for p in w.points + w.tags}
-    return pick, causes, len(elems), direct
+    return Explained(pick, causes, total, direct, len(elems))
+
+
+@dataclass
+class Explained:
+    """What :func:`explain` found: ``total`` failing elements, of which the first ``examined``
+    (at most ``witness.ELEMENT_LIMIT``) were grouped by cause and drawn witnesses from."""
+
+    witnesses: list
+    causes: list
+    total: int
+    direct: set
+    examined: int
+
+    @property
+    def truncated(self) -> bool:
+        return self.examined < self.total
+
+    def __iter__(self):            # (witnesses, causes, total, direct), as before
+        return iter((self.witnesses, self.causes, self.total, self.direct))
 
 
 def audit(opcode: str | Form, model: Callable, arch: str = "sm_90", count: int = 64, seed: int = 0,
@@ -485,9 +557,10 @@ def audit(opcode: str | Form, model: Callable, arch: str = "sm_90", count: int =
     out = AuditReport(form.opcode, str(getattr(arch, "name", arch)), getattr(model, "__name__", repr(model)), rep,
                       sres, errors, digest=vs.header.get("digest", "") or vs.digest)
     if rep.failed and not errors:
-        out.witnesses, out.causes, out.failed_elements, direct = explain(vs, got, arch, model, max_witnesses,
-                                                                         reduce, rep.caught_by)
-        out.background_points = [p for p in rep.failing_points if p not in direct]
+        ex = explain(vs, got, arch, model, max_witnesses, reduce, rep.caught_by)
+        out.witnesses, out.causes, out.failed_elements = ex.witnesses, ex.causes, ex.total
+        out.failed_elements_examined = ex.examined
+        out.background_points = [p for p in rep.failing_points if p not in ex.direct]
     return out
 
 
@@ -612,7 +685,7 @@ def identify(opcode: str | Form, model: Callable, archs=None, seed: int = 0, lev
     :func:`distinguishing_vectors` to reuse."""
     from .build import Case, VectorSet
     from .draft import evaluate_inputs, is_matrix_level
-    from .witness import evaluate_inputs_level, failing_elements
+    from .witness import count_failing, evaluate_inputs_level, failing_elements
 
     form = opcode if isinstance(opcode, Form) else parse(opcode)
     vs, pairs, names = prepared or distinguishing_vectors(form, archs, seed, level=level)
@@ -635,8 +708,8 @@ def identify(opcode: str | Form, model: Callable, archs=None, seed: int = 0, lev
         va = VectorSet(vs.opcode, a, vs.seed, vs.level,
                        [Case(c.id, c.opcode, c.sel, c.points, c.why, c.inputs, np.asarray(e), c.targets, c.level)
                         for c, e in zip(vs.cases, exp)])
-        el = failing_elements(va, got)
-        rep.mismatches[a] = len(el)
+        el = failing_elements(va, got, limit=max_deviations * 64)
+        rep.mismatches[a] = len(el) if len(el) < max_deviations * 64 else count_failing(va, got)
         if el:
             rep.deviations[a] = sorted(el, key=lambda w: w.terms)[:max_deviations]
     rep.identified = [a for a in names if rep.mismatches[a] == 0]

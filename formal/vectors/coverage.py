@@ -1117,12 +1117,40 @@ def _mechanism_witnesses(ctx: Ctx) -> list[tuple[str, str, list]]:
                                              f"{pool.size} candidates x {len(pool.cands)} regimes "
                                              f"(it may be unobservable on this form)")
             continue
-        placed.append((pt, mech.what, ws))
+        placed.append((pt, mech.what, ws, mech))
+    placed = _separate_siblings(f, ctx.arch, pool, placed)
     ctx.stats.update({k: dict(v) for k, v in stats.items()})
     ctx.not_covered.update(missed)
     if key is not None:
         _SOLUTIONS[key] = (tuple(placed), stats, missed)
     return placed
+
+
+def _separate_siblings(f: Form, arch, pool, placed: list) -> list:
+    """Variants of one mechanism (the floor coarsened, +-1 or absent; a zero's exponent -126 or
+    the format's emin) often fail on the same witnesses: a model with one of them would then be
+    blamed on whichever comes first.  For every pair no witness tells apart, add one (if any
+    candidate does) that tells the variant from the reference and from its sibling."""
+    from . import distinguish as X
+
+    out = []
+    for pt, what, ws, mech in placed:
+        ws = list(ws)
+        for pt2, _, _, sib in placed:
+            if pt2 != pt or sib is mech:
+                continue
+            a = np.array([w.a for w in ws], np.uint64)
+            b = np.array([w.b for w in ws], np.uint64)
+            c = np.array([w.c for w in ws], np.uint64)
+            if (X.eval_terms(f, mech.variant, a, b, c) != X.eval_terms(f, sib.variant, a, b, c)).any():
+                continue
+            try:
+                ws += X.search(f, arch, mech.variant, regimes=list(mech.regimes), pool=pool, want=1,
+                               apart=(sib.variant,))
+            except Exception:                    # a pair the engine cannot run: the plain witnesses stand
+                continue
+        out.append((pt, what, ws))
+    return out
 
 
 def _nan_multi(ctx: Ctx) -> list:

@@ -531,11 +531,17 @@ def regime_tie(form: Form, rng, T: int):
     return A, B, C
 
 
-def _place_terms(rng, form: Form, A, B, t: int, terms, Ka: int) -> None:
-    """Products of power-of-two exponents ``e`` (negated where asked) at random k of case t."""
+def _place_terms(rng, form: Form, A, B, t: int, terms, Ka: int, normal: bool = False) -> None:
+    """Products of power-of-two exponents ``e`` (negated where asked) at random k of case t;
+    ``normal``: of two normal factors wherever the formats reach e."""
     pos = rng.permutation(Ka)[:len(terms)]
+    fa, fb = _fmt(form.atype), _fmt(form.btype)
     for (e, neg), j in zip(terms, pos):
-        ab = _pow2_product(rng, form, e)
+        if normal and fa.emin + fb.emin <= e <= fa.emax + fb.emax:
+            ea, eb = _split_exp(rng, form.atype, form.btype, np.array([e]))
+            ab = _pow2_1(rng, form.atype, int(ea[0])), _pow2_1(rng, form.btype, int(eb[0]))
+        else:
+            ab = _pow2_product(rng, form, e)
         if ab is None:
             continue
         x, y = _pos_only(form.atype, ab[0]), _pos_only(form.btype, ab[1])
@@ -571,6 +577,9 @@ def regime_floor(form: Form, rng, T: int):
         return A, B, C
     lo_out = fo.emin - fo.mantissa
     for t in range(T):
+        if rng.random() < 0.4:
+            _floor_gap(rng, form, A, B, C, t, Ka, blk, lo_out, plo)
+            continue
         lead = max(blk.minexp - int(rng.integers(0, 9)), lo_out)
         terms = [(lead, False)]
         if rng.random() < 0.5:
@@ -580,6 +589,28 @@ def regime_floor(form: Form, rng, T: int):
         _place_terms(rng, form, A, B, t, terms, Ka)
         C[t] = 0 if rng.random() < 0.7 else neg_zero(form.ctype)
     return A, B, C
+
+
+def _floor_gap(rng, form: Form, A, B, C, t: int, Ka: int, blk, lo_out: int, plo: int) -> None:
+    """Case t: every term below the floor, the sum on an output boundary (an odd number of the
+    output's smallest units, plus half a unit when it rounds to nearest), and one negative term
+    between a floorless grid and the floor's grid (or on the floor's grid): only a model without
+    (or with a lower) floor keeps it (or only the reference, not a coarser floor), and it moves
+    the result down one unit."""
+    lead = int(rng.integers(lo_out, max(blk.minexp, lo_out + 1)))
+    terms = [(lead, False)]
+    if lead > lo_out:
+        terms.append((lo_out, False))                     # an odd unit count: a tie does not round to it
+    if blk.rounding == "rn":
+        terms.append((lo_out - 1, False))                 # half a unit: the tie
+    lo = max(lead - blk.F, plo)
+    hi = blk.minexp - blk.F            # at hi the floor keeps it and a coarser one (+1) does not
+    if lo <= hi:
+        terms.append((int(rng.integers(lo, hi + 1)), True))
+    # normal factors where they reach: a product's alignment exponent is then its own (a
+    # subnormal factor aligns at its format's emin, far above the value, and would set E)
+    _place_terms(rng, form, A, B, t, terms, Ka, normal=True)
+    C[t] = 0
 
 
 def regime_zeros(form: Form, rng, T: int):
@@ -606,6 +637,40 @@ def regime_zeros(form: Form, rng, T: int):
             A[t] = _normal(rng, form.atype, rng.integers(-3, 4, Ka), Ka, neg=np.ones(Ka, np.int64))
             B[t] = 0
             C[t] = zc
+    return A, B, C
+
+
+def regime_zero_big(form: Form, rng, T: int):
+    """An exact zero A or B element times a large other factor, beside smaller real terms and c
+    (or a tiny c alone): a model that gives a zero an exponent (-126, or its format's emin) lets
+    the zero product set the alignment and truncate the real terms; the reference drops it."""
+    from .elements import neg_zero
+
+    A, B, C, Ka = _frame(form, T)
+    fa, fb, fc = _fmt(form.atype), _fmt(form.btype), _fmt(form.ctype)
+    plo, _ = _product_range(form)
+    for t in range(T):
+        k = int(rng.integers(1, min(Ka, 5) + 1))
+        p = rng.permutation(Ka)[:k]
+        j = int(p[0])
+        zero_a = rng.random() < 0.5
+        fz, fbig, tbig = (fa, fb, form.btype) if zero_a else (fb, fa, form.atype)
+        ebig = int(rng.integers(max(fbig.emax - 10, fbig.emin), fbig.emax + 1))
+        big = _normal(rng, tbig, np.array([ebig]), 1)[0]
+        zero = np.uint64(neg_zero(form.atype if zero_a else form.btype) if rng.random() < 0.3 else 0)
+        A[t, j], B[t, j] = (zero, big) if zero_a else (big, zero)
+        top = ebig + (-126 if rng.random() < 0.5 else fz.emin)      # where such a model puts E
+        rest = p[1:]
+        if len(rest):
+            tg = np.maximum(top - rng.integers(1, 45, len(rest)), plo)
+            ea, eb = _split_exp(rng, form.atype, form.btype, tg)
+            A[t, rest] = _normal(rng, form.atype, ea, len(rest))
+            B[t, rest] = _normal(rng, form.btype, eb, len(rest))
+        r = rng.random()
+        if r < 0.3 and fc.subnormal and fc.mantissa:
+            C[t] = _subnormal(rng, form.ctype, 1)[0]
+        elif r < 0.7:
+            C[t] = _normal(rng, form.ctype, np.array([top - int(rng.integers(0, 45))]), 1)[0]
     return A, B, C
 
 
@@ -642,7 +707,7 @@ REGIMES: dict[str, Callable] = {
     "tiny_c0": regime_tiny_c0, "under_c": regime_under_c, "near": regime_near, "cancel": regime_cancel,
     "spread": regime_spread, "overflow": regime_overflow, "subnormal": regime_subnormal,
     "special": regime_special, "pow2": regime_pow2, "tie": regime_tie, "floor": regime_floor, "zeros": regime_zeros, "bits": regime_bits,
-    "int": regime_int,
+    "int": regime_int, "zero_big": regime_zero_big,
 }
 
 
@@ -747,8 +812,10 @@ class Pool:
 
 
 def search(form: Form, m1, m2, rng: np.random.Generator | None = None, regimes: list[str] | None = None,
-           want: int = 2, pool: Pool | None = None) -> list[Witness]:
-    """Up to ``want`` reduced witnesses on which m1 and m2 differ (one per regime first)."""
+           want: int = 2, pool: Pool | None = None, apart=()) -> list[Witness]:
+    """Up to ``want`` reduced witnesses on which m1 and m2 differ (one per regime first).
+    ``apart``: models that m2 must differ from too (a witness that tells a variant from the
+    reference *and* from its sibling variants, so that a failure is blamed on the right one)."""
     pool = pool or Pool(form, rng if rng is not None else np.random.default_rng(0))
     out: list[Witness] = []
     seen: set = set()
@@ -757,7 +824,11 @@ def search(form: Form, m1, m2, rng: np.random.Generator | None = None, regimes: 
     n1, n2 = model_name(m1), model_name(m2)
 
     def fails(A, B, C):
-        return differ_mask(form, m1, m2, A, B, C)
+        d2 = eval_terms(form, m2, A, B, C)
+        ok = eval_terms(form, m1, A, B, C) != d2
+        for x in apart:
+            ok &= eval_terms(form, x, A, B, C) != d2
+        return ok
 
     for r in regimes:                          # every regime drawn, in this order (the pool's rng)
         pool.get(r)
@@ -765,7 +836,11 @@ def search(form: Form, m1, m2, rng: np.random.Generator | None = None, regimes: 
 
     def hit(r):                                # evaluated when first needed: the search often ends early
         if r not in hits:
-            hits[r] = np.flatnonzero(pool.out(m1, r) != pool.out(m2, r))
+            d2 = pool.out(m2, r)
+            ok = pool.out(m1, r) != d2
+            for x in apart:
+                ok &= pool.out(x, r) != d2
+            hits[r] = np.flatnonzero(ok)
         return hits[r]
 
     for rank in range(4):                      # round robin over regimes: variety
@@ -860,10 +935,20 @@ def mechanisms(form: Form, arch="sm_90") -> list[Mechanism]:
         if inner.minexp is not None and inner.minexp < acc_emin:
             add("mech:acc_floor", f"a zero c sits at the accumulator's emin {acc_emin} (floor {inner.minexp} "
                                   f"coarsened)", blk(minexp=acc_emin), ("floor", "tiny_c0", "tie"))
-        if inner.minexp is not None:      # the floor exactly: one binade either way
+        if inner.minexp is not None:      # the floor exactly: one binade either way, or none at all
             for d in (1, -1):
                 add("mech:acc_floor", f"floor {inner.minexp + d} instead of {inner.minexp}",
                     blk(minexp=inner.minexp + d), ("floor", "tie"))
+            add("mech:acc_floor", f"no floor on the common exponent (the reference floors it at {inner.minexp})",
+                blk(minexp=None), ("floor", "tiny_c0", "tie"))
+        if inner.zero_factor_exp is None:
+            # a zero A/B element given an exponent takes part in the alignment: 0 x 2**127 sets E and
+            # truncates the real terms (MMA-Sim's Hopper model: -126; also the format's own emin)
+            fin = p.via if isinstance(p, Emulated) else form.atype
+            for z in dict.fromkeys((-126, _fmt(fin).emin)):
+                add("mech:zero_align", f"an exact zero A/B element takes part in the alignment with exponent {z} "
+                                       f"(the reference drops zero products)",
+                    blk(zero_factor_exp=z), ("zero_big",))
         flip = {"rz": "rn", "rn": "rz"}.get(inner.rounding)
         if flip:
             add("mech:rounding", f"the block rounds {flip.upper()} instead of {inner.rounding.upper()}",

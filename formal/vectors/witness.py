@@ -125,7 +125,9 @@ class ElementWitness:
         out.append("    terms: " + ("  ".join(f"k={k}: {self.a[k]} x {self.b[k]} ({va.get(k)} x {vb.get(k)})"
                                               for k in self.a) or "(none)")
                    + f";  c = {self.c} ({self.values.get('c')})")
-        if self.reduced:
+        if self.reduced and "terms" not in self.reduced:
+            out.append(f"    not reduced: {self.reduced.get('note', 'no reduction')}")
+        elif self.reduced:
             r = self.reduced
             out.append(f"    reduced to {r['terms']} term(s): " +
                        ("  ".join(f"k={k}: {r['a'][k]} x {r['b'][k]}" for k in r["a"]) or "(none)") +
@@ -145,8 +147,29 @@ def _output_matrix(form: Form, case: Case, out) -> np.ndarray:
     return output_matrix(form, np.asarray(out))
 
 
-def failing_elements(vs: VectorSet, got: list[np.ndarray], limit: int = 4000) -> list[ElementWitness]:
-    """Every differing D element (up to ``limit``), with the inputs that feed it."""
+#: failing elements given witnesses and grouped by cause; beyond it they are only counted
+#: (:func:`count_failing`) and reports say the grouping is truncated
+ELEMENT_LIMIT = 4000
+
+
+def count_failing(vs: VectorSet, got: list[np.ndarray]) -> int:
+    """How many D elements differ over the whole vector set (no limit, no witnesses)."""
+    form = vs.form
+    n = 0
+    for case, g in zip(vs.cases, got):
+        exp = np.asarray(case.expected)
+        g = np.asarray(g)
+        if g.shape != exp.shape or not (g.astype(np.uint64) != exp.astype(np.uint64)).any():
+            continue
+        try:
+            n += int(np.count_nonzero(_output_matrix(form, case, exp) != _output_matrix(form, case, g)))
+        except Exception:
+            continue
+    return n
+
+
+def failing_elements(vs: VectorSet, got: list[np.ndarray], limit: int = ELEMENT_LIMIT) -> list[ElementWitness]:
+    """Every differing D element (the first ``limit``), with the inputs that feed it."""
     form = vs.form
     out: list[ElementWitness] = []
     for case, g in zip(vs.cases, got):
@@ -199,9 +222,12 @@ def reduce_element(vs: VectorSet, w: ElementWitness, run: Callable, arch) -> dic
 
     def outs(A, B, C):
         drafts = [_with_element(form, base, w.product, w.row, w.col, A[i], B[i], int(C[i])) for i in range(len(A))]
-        inputs = to_inputs(form, drafts, rng)
-        if case.level == "matrix" and not is_matrix_level(form):     # matrix-level vectors of an mma form
+        if case.level == "matrix" and not is_matrix_level(form):
+            # matrix-level vectors of an mma form: one product per case (an m8n8k4 .f16 warp holds
+            # four), never packed into registers
             inputs = [{"A": dr.A[0], "B": dr.B[0], "C": dr.C[0]} for dr in drafts]
+        else:
+            inputs = to_inputs(form, drafts, rng)
         exp = evaluate_inputs_level(form, inputs, [case.sel] * len(drafts), arch, case.level)
         got = run(inputs, case)
         e = np.stack([_output_matrix(form, case, x)[w.product, w.row, w.col] for x in exp])
@@ -218,6 +244,8 @@ def reduce_element(vs: VectorSet, w: ElementWitness, run: Callable, arch) -> dic
         a, b, c = reduce(form, fails, a0, b0, c0)
         e, g = outs(a[None], b[None], np.array([c], np.uint64))
     except Exception as ex:     # reduction is a convenience: never hide the witness itself
+        if getattr(ex, "abort_audit", False):     # but a model past its time limit ends the audit
+            raise
         return {"note": f"not reduced: {type(ex).__name__}: {ex}"}
     nz = [j for j in range(len(a)) if a[j] or b[j]]
     return {"a": {int(ks[j]): _hex(a[j], form.atype) for j in nz}, "b": {int(ks[j]): _hex(b[j], form.btype) for j in nz},
@@ -256,11 +284,47 @@ def _candidates(form: Form, arch) -> list[tuple[str, str, Any]]:
     return out
 
 
-def root_causes(form: Form, arch, elems: list[ElementWitness], vs: VectorSet | None = None) -> list[dict]:
+def _passing_targets(form: Form, vs: VectorSet, got, drafts: dict):
+    """(A, B, C, G) of the elements built for a point on which the model agrees with the
+    reference: a variant predicting something else there is contradicted by the model."""
+    A, B, C, G = [], [], [], []
+    for case, g in zip(vs.cases, got):
+        if not case.targets or g is None:
+            continue
+        exp = np.asarray(case.expected)
+        g = np.asarray(g)
+        if g.shape != exp.shape:
+            continue
+        try:
+            De = _output_matrix(form, case, exp)
+            Dg = _output_matrix(form, case, g)
+        except Exception:
+            continue
+        d = drafts.get(case.id)
+        if d is None:
+            d = drafts[case.id] = case_draft(form, case)
+        for t in case.targets:
+            p, m, n = t.get("product", 0), t["row"], t["col"]
+            if int(De[p, m, n]) != int(Dg[p, m, n]):
+                continue
+            a, b, c, _ = element_terms(form, d, p, m, n)
+            A.append(a)
+            B.append(b)
+            C.append(c)
+            G.append(int(Dg[p, m, n]))
+    if not A:
+        return None
+    return np.stack(A), np.stack(B), np.array(C, np.uint64), np.array(G, np.uint64)
+
+
+def root_causes(form: Form, arch, elems: list[ElementWitness], vs: VectorSet | None = None, got=None) -> list[dict]:
     """Greedy smallest set of variants that reproduce the failing elements' bits.
 
     Each group: {"cause", "what", "elements", "cases", "points"}; elements no variant
-    reproduces form the group ``"unexplained"``."""
+    reproduces form the group ``"unexplained"``.  ``got`` (the model's outputs, in case
+    order): between variants that reproduce as many failing elements, the one the model's
+    *passing* built elements contradict least is named (a coarser floor and no floor can
+    fail on the same elements; only the others tell them apart)."""
     from .distinguish import eval_terms
 
     if not elems or vs is None:
@@ -279,17 +343,21 @@ def root_causes(form: Form, arch, elems: list[ElementWitness], vs: VectorSet | N
     A, B = np.stack(A), np.stack(B)
     C, G = np.array(C, np.uint64), np.array(G, np.uint64)
     cands = _candidates(form, arch)
-    expl = {}
+    passing = _passing_targets(form, vs, got, drafts) if got is not None else None
+    expl, wrong = {}, {}
     for label, what, model in cands:
         try:
             out = eval_terms(form, model, A, B, C)
             expl[(label, what)] = out == G
+            wrong[(label, what)] = (int((eval_terms(form, model, *passing[:3]) != passing[3]).sum())
+                                    if passing is not None else 0)
         except Exception:
+            expl.pop((label, what), None)
             continue
     left = np.ones(len(elems), bool)
     groups = []
     while left.any() and expl:
-        best = max(expl, key=lambda k: int((expl[k] & left).sum()))
+        best = max(expl, key=lambda k: (int((expl[k] & left).sum()), -wrong[k]))
         hit = expl[best] & left
         if not hit.any():
             break
