@@ -36,6 +36,38 @@ SIM = textwrap.dedent('''
 
     def raises(opcode, A, B, C):
         raise ValueError("simulator bug")
+
+    def nan(opcode, A, B, C):                     # floats, not encodings
+        return np.full(np.asarray(good(opcode, A, B, C)).shape, np.nan)
+
+    def big(opcode, a, b, c, e=None, sel=None):   # d + 2**32: outside a 32-bit register
+        from formal import evaluate
+        return np.asarray(evaluate(opcode, a, b, c)).astype(np.int64) + 2**32
+
+    def negative(opcode, A, B, C):
+        return np.asarray(good(opcode, A, B, C)).astype(np.int64) - 1
+
+    def short(opcode, A, B, C):
+        return np.asarray(good(opcode, A, B, C))[:, :3]
+
+    def exit0(opcode, A, B, C):
+        import os
+        os._exit(0)
+
+    def killed(opcode, A, B, C):
+        import os, signal
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def sleeps(opcode, A, B, C):
+        import time
+        time.sleep(600)
+
+    def chatty(opcode, A, B, C):
+        print("debug output of the simulator")
+        return good(opcode, A, B, C)
+
+    def flips(opcode, A, B, C):                   # every output wrong
+        return np.asarray(good(opcode, A, B, C)) ^ np.uint32(1)
 ''')
 
 
@@ -166,3 +198,119 @@ def test_another_architecture_is_named_as_the_root_cause(op):
     assert not rep.ok and rep.failed_elements > 0
     assert [g["cause"] for g in rep.causes] == ["arch:sm_80"]
     assert rep.witnesses and all(w.reduced and 1 <= w.reduced["terms"] <= w.terms for w in rep.witnesses)
+
+
+# ------------------------------------------------------------------------------------------
+# issue 19: a model's output is validated, its code runs in a child process under a time limit
+
+
+@pytest.mark.parametrize("func,extra,msg", [
+    ("nan", ("--level", "matrix"), "returned an array of float64"),
+    ("big", (), "outside the 32-bit range of a D register"),
+    ("negative", ("--level", "matrix"), "outside the 32-bit range of a D element (.f32)"),
+    ("short", ("--level", "matrix"), "returned shape"),
+    ("exit0", ("--level", "matrix"), "ended its process (exit code 0) without returning a result"),
+    ("killed", ("--level", "matrix"), "was killed by signal 9"),
+])
+@pytest.mark.parametrize("identify", [False, True])
+def test_cli_audit_invalid_model_output_is_the_models_failure(sim, capsys, func, extra, msg, identify):
+    more = ("--identify",) if identify else ()
+    assert _audit(sim, func, *extra, *more, coverage=("probes",)) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and msg in err and "Traceback" not in err, err
+    assert "behaves like" not in out and "PASS" not in out
+
+
+def test_cli_audit_model_timeout(sim, capsys):
+    import time
+
+    t0 = time.monotonic()
+    assert _audit(sim, "sleeps", "--level", "matrix", "--model-timeout", "1.5", coverage=("probes",)) == 3
+    err = capsys.readouterr().err
+    assert "--model-timeout 1.5 s" in err and err.count("\n") == 1
+    assert time.monotonic() - t0 < 30
+
+
+@pytest.mark.parametrize("args,msg", [(("--count", "100000000"), "--count must be in 0..100000"),
+                                      (("--model-timeout", "0"), "--model-timeout must be"),
+                                      (("--model-timeout", "nan"), "--model-timeout must be"),
+                                      (("--coverage", ","), "names no coverage model")])
+def test_cli_audit_bounds(sim, capsys, args, msg):
+    assert main(["audit", BF16, "--python", f"{sim}:good", *args]) == 2
+    assert msg in capsys.readouterr().err
+
+
+def test_cli_audit_prints_of_the_model_do_not_reach_stdout(sim, capsys):
+    assert _audit(sim, "chatty", "--level", "matrix", "--json", coverage=("probes",)) == 0
+    out = capsys.readouterr().out
+    assert json.loads(out)["ok"] is True        # stdout is the report alone
+
+
+def test_cli_audit_save_vectors(sim, tmp_path, capsys):
+    from formal.vectors import read
+
+    v = tmp_path / "used.hex"
+    assert _audit(sim, "good", "--level", "matrix", "--save-vectors", str(v), coverage=("probes",)) == 0
+    out, err = capsys.readouterr()
+    vs = read(str(v))
+    assert vs.level == "matrix" and vs.cases and f"wrote {len(vs.cases)} vectors" in err
+    assert vs.digest in out                      # the report names the vectors it ran
+    j = tmp_path / "identify.jsonl"
+    assert _audit(sim, "good", "--level", "matrix", "--identify", "--save-vectors", str(j)) == 0
+    assert read(str(j)).cases
+    assert _audit(sim, "good", "--save-vectors", str(tmp_path / "no" / "dir.hex")) == 2   # checked first
+
+
+def test_cli_audit_says_when_causes_cover_only_the_first_elements(sim, capsys):
+    """Over 4,000 failing elements: every one is counted, and the report says the causes were
+    grouped over the first 4,000 (failed_elements_truncated)."""
+    assert main(["audit", BF16, "--python", f"{sim}:flips", "--level", "matrix", "--count", "40",
+                 "--coverage", "random", "--no-reduce", "--json"]) == 1
+    d = json.loads(capsys.readouterr().out)
+    assert d["failed_elements"] == 40 * 16 * 8 and d["failed_elements_truncated"] is True
+    assert d["failed_elements_examined"] == 4000 == sum(g["elements"] for g in d["causes"])
+    assert main(["audit", BF16, "--python", f"{sim}:flips", "--level", "matrix", "--count", "40",
+                 "--coverage", "random", "--no-reduce"]) == 1
+    assert "causes grouped over the first 4000" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("op", ["mma.sync.aligned.m8n8k4.row.col.f16.f16.f16.f16",
+                                "mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32"])
+def test_matrix_level_m8n8k4_witnesses_are_reduced(tmp_path, capsys, op):
+    """m8n8k4 .f16 runs 4 products a warp: at matrix level each is a case of its own, and the
+    reduction must not pack them into registers (was: LayoutError, then exit 4 KeyError 'terms')."""
+    p = tmp_path / "m8.py"
+    p.write_text(textwrap.dedent('''
+        import numpy as np
+        from formal.evaluate import evaluate_matrices
+        def wrong(opcode, A, B, C):
+            D = np.array(evaluate_matrices(opcode, A, B, C))
+            D[..., 0, 0] ^= 1
+            return D
+    '''))
+    assert main(["audit", op, "--python", f"{p}:wrong", "--level", "matrix", "--count", "2"]) == 1
+    out = capsys.readouterr().out
+    assert "reduced to 0 term(s)" in out and "not reduced" not in out
+    assert main(["audit", op, "--python", f"{p}:wrong", "--level", "matrix", "--count", "2", "--json"]) == 1
+    d = json.loads(capsys.readouterr().out)
+    assert all(w["reduced"] and "terms" in w["reduced"] for w in d["witnesses"])
+
+
+def test_help_lists_only_options_that_exist(capsys):
+    assert main(["audit", "--help"]) == 0
+    text = capsys.readouterr().out
+    import re
+
+    from formal.cli.audit import __doc__ as doc
+    for opt in set(re.findall(r"--[a-z][a-z-]+", doc + text)):
+        assert opt in text, opt
+
+
+def test_api_rejects_invalid_output():
+    import formal.vectors.audit as A
+
+    def floats(opcode, A_, B, C):
+        return np.zeros((len(A_), 16, 8), np.float32)
+
+    rep = A.audit(BF16, floats, level="matrix", coverage=["probes"])
+    assert not rep.ok and rep.errors and "float32" in rep.errors[0]

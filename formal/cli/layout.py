@@ -382,7 +382,7 @@ def operand_layout(form, op: str, text: str, args=None):
         fn = _load_python(body)
         try:
             return L.Layout.from_function(fn, like=ref, name=body)
-        except (TypeError, ValueError) as e:
+        except (Exception, SystemExit) as e:      # user code: contained, one line (exit 2)
             raise InputError(f"--{op}: the function failed: {type(e).__name__}: {e}") from None
     if kind == "formula":
         kv = {}
