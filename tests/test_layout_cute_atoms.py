@@ -167,10 +167,13 @@ def test_tiled_mma_over_a_cta_tile(op):
 
 
 def test_tiled_mma_wrong_warp_stride_is_refuted():
-    # the warps in the other order tile C just as well; a warp stride past the tile is refused;
-    # with the value strides exchanged, every tile is refuted
+    # the warps in the other order tile C just as well; a warp stride past the tile is refuted with
+    # the first (thread, value) outside it; with the value strides exchanged, every tile is refuted
     assert cute.audit_tiled("((4,8,2,2),(2,2)):((64,1,256,16),(32,8))", SM80, "c", (32, 16)).status == "proved"
-    with pytest.raises(LayoutError, match="outside"):
-        cute.audit_tiled("((4,8,2,2),(2,2)):((64,1,16,512),(32,8))", SM80, "c", (32, 16))
+    rep = cute.audit_tiled("((4,8,2,2),(2,2)):((64,1,16,512),(32,8))", SM80, "c", (32, 16))
+    assert rep.status == "refuted" and rep.coverage["first_outside"] == [0, 16]
+    bad = [t for t in rep.tiles if t.status == "refuted"]
+    assert [t.witness["thread"] for t in bad] == [64, 96]          # warps 2 and 3 start past column 15
+    assert all(t.witness["value"] == 0 and "outside the 32 x 16 tile" in t.detail for t in bad)
     rep = cute.audit_tiled("((4,8,2,2),(2,2)):((64,1,16,256),(8,32))", SM80, "c", (32, 16))
     assert rep.status == "refuted" and all(t.status == "refuted" for t in rep.tiles)

@@ -56,10 +56,12 @@ def register(sub) -> None:
     a.add_argument("--formula", nargs="+", metavar="NAME=EXPR",
                    help="row=EXPR col=EXPR [product=EXPR] [NAME=EXPR lets] over lane, i, reg, elem")
     a.add_argument("--python", metavar="FILE:FUNC", help="a Python function f(lane, reg, elem) -> (row, col[, product])")
-    a.add_argument("--triton", metavar="TEXT|FILE",
+    a.add_argument("--triton", metavar="TEXT|FILE", action="append",
                    help="a whole Triton layout as Triton prints it: #ttg.linear<{register = .., lane = .., warp = .., "
                         "block = ..}>, or #ttg.nvidia_mma / #ttg.dot_op (with its '#mma = ...' line, and the "
-                        "tensor<RxCxT, ...> type or --triton-shape); every instruction tile is audited")
+                        "tensor<RxCxT, ...> type or --triton-shape); every instruction tile is audited. Give it twice "
+                        "(A's dot operand, then B's) to audit a tt.dot's operands together: tiles that permute K "
+                        "(large kWidth) are proved when A and B permute it the same way")
     a.add_argument("--triton-shape", metavar="RxC", help="tensor shape for an encoding pasted without tensor<...>")
     a.add_argument("--triton-dtype", metavar="T", help="element type (f16, bf16, f32, i8, f8E4M3FN, f8E5M2) for an "
                                                       "encoding pasted without tensor<...>")
@@ -286,8 +288,19 @@ def cmd_audit(args, opcode: str) -> int:
     from ..prove import audit_layout
 
     rep = audit_layout(cand, form, op, compare_bits=not args.no_bits, **params)
+    relab = None
+    if rep.status == "refuted" and not params:
+        from ..transform.atom import relabelling
+
+        ar = relabelling(form, op, cand)
+        if ar is not None:
+            relab = {ax: pi for ax, pi in ar.permutations.items() if pi != list(range(len(pi)))}
+    hint = _relabel_hint(form.opcode, op, sorted(relab), "cute" if args.cute else "table/formula/python") if relab else ""
     if args.json:
-        print(json.dumps(rep.to_dict(), indent=1))
+        d = rep.to_dict()
+        if relab:
+            d.update(status="relabelled", relabelled=relab, hint=hint)
+        print(json.dumps(d, indent=1))
     else:
         print(f"audit {form.opcode} operand {op} against spec entry {ref.name} (PTX ISA {ref.source})")
         for r in rep.results:
@@ -298,9 +311,28 @@ def cmd_audit(args, opcode: str) -> int:
                 print(f"  REFUTED  {what:16s} witness: {json.dumps(r.witness)}")
             else:
                 print(f"  UNKNOWN  {what:16s} {r.reason}")
-        print("verdict: " + {"proved": "equal to the spec and bijective",
-                             "refuted": "REFUTED", "unknown": "UNKNOWN"}[rep.status])
+        if relab:
+            for ax, pi in relab.items():
+                print(f"  RELABELLED {ax}: spec -> yours " + " ".join(f"{i}->{v}" for i, v in enumerate(pi)))
+            print(f"verdict: RELABELLED: {hint}")
+        else:
+            print("verdict: " + {"proved": "equal to the spec and bijective",
+                                 "refuted": "REFUTED", "unknown": "UNKNOWN"}[rep.status])
+    if relab:
+        return 3
     return {"proved": 0, "refuted": 1, "unknown": 3}[rep.status]
+
+
+def _relabel_hint(opcode: str, op: str, axes: list, kind: str) -> str:
+    """What a layout equal to the spec up to relabelled axes means, and how to decide it."""
+    ax = " and ".join(axes)
+    partners = sorted({o for o, (x, y) in (("a", ("M", "K")), ("b", ("K", "N")), ("c", ("M", "N")))
+                       if o != ("c" if op == "d" else op) and (x in axes or y in axes)})
+    both = (" (A's dot operand, then B's: `ptx-formal layout audit --triton A --triton B`)" if kind == "triton" else "")
+    return (f"not the spec's layout, but equal to it up to a relabelling of {ax}, which the product does not see "
+            f"if {' and '.join(partners)} relabel{'s' if len(partners) == 1 else ''} {ax} the same way: undecided "
+            f"from one operand (exit 3). Decide it with the partners{both}: `ptx-formal layout audit-atom {opcode} "
+            + " ".join(f"--{o} KIND:LAYOUT" for o in sorted({'c' if op == 'd' else op, *partners})) + "`")
 
 
 def _text_or_file(value: str, flag: str) -> str:
@@ -325,14 +357,66 @@ def cmd_audit_triton(args, opcode: str | None) -> int:
             shape = tuple(int(x) for x in args.triton_shape.lower().split("x"))
         except ValueError:
             raise InputError(f"--triton-shape: expected RxC, got {args.triton_shape!r}") from None
-    wl = triton.parse_whole(_text_or_file(args.triton, "--triton"), shape=shape, dtype=args.triton_dtype)
-    rep = triton.audit_whole(wl, opcode, args.operand, compare_bits=not args.no_bits, **_params(args))
-    return _print_whole(rep, args, "Triton layout")
+        if len(shape) != 2 or min(shape) <= 0:
+            raise InputError(f"--triton-shape: expected RxC with positive sizes, got {args.triton_shape!r}")
+    texts = list(args.triton)
+    if len(texts) > 2:
+        raise InputError(f"--triton: give one layout, or two (A's and B's dot operands), not {len(texts)}")
+    wls = [triton.parse_whole(_text_or_file(t, "--triton"), shape=shape, dtype=args.triton_dtype) for t in texts]
+    if len(wls) == 2:
+        return _audit_triton_pair(args, opcode, wls)
+    rep = triton.audit_whole(wls[0], opcode, args.operand, compare_bits=not args.no_bits, **_params(args))
+    hint = _relabel_hint(rep.form, rep.operand, rep.relabelled_axes, "triton") if rep.status == "relabelled" else ""
+    return _print_whole(rep, args, "Triton layout", hint=hint)
 
 
-def _print_whole(rep, args, what: str) -> int:
+def _audit_triton_pair(args, opcode, wls) -> int:
+    from ..transform import triton
+
+    if args.operand:
+        raise InputError("--triton given twice is A's and B's dot operands: drop --operand")
+    wa, wb = wls
+    if wa.kind == "dot" and wb.kind == "dot" and (wa.op_idx, wb.op_idx) == (1, 0):
+        wa, wb = wb, wa
+    for w, op, i in ((wa, "a", 0), (wb, "b", 1)):
+        if w.kind == "mma":
+            raise InputError("--triton twice: give the two dot operands (#ttg.dot_op opIdx = 0 and 1, or their "
+                             "#ttg.linear layouts, A first), not the accumulator")
+        if w.kind == "dot" and w.op_idx != i:
+            raise InputError(f"--triton twice: both layouts are dot operands opIdx = {w.op_idx}; give opIdx = 0 and 1")
+    rep = triton.audit_pair(wa, wb, opcode, compare_bits=not args.no_bits)
     if args.json:
         print(json.dumps(rep.to_dict(), indent=1))
+        return {"proved": 0, "refuted": 1, "unknown": 3}[rep.status]
+    for sub, what in ((rep.a, "A"), (rep.b, "B")):
+        _print_whole(sub, args, f"Triton layout of {what}")
+    print(f"A and B together: every A tile with the B tiles over the same k ({len(rep.pairs)} distinct pairs, "
+          f"layout audit-atom)")
+    for p in rep.pairs:
+        k = p["K"]
+        perm = ("" if k is None else "K identity" if k == sorted(k) and k == list(range(k[0], k[0] + len(k)))
+                else "K: spec -> yours " + " ".join(f"{i}->{v}" for i, v in enumerate(k)))
+        line = f"  A tile {p['a_tile']} x B tile {p['b_tile']}: {p['status'].upper()}"
+        print(line + (f" ({perm})" if p["status"] == "proved" and perm else
+                      f" {p['detail']} witness: {json.dumps(p['witness'])}" if p["status"] != "proved" else ""))
+    for u in rep.unpaired:
+        print(f"  {u['operand'].upper()} tile {u['tile']}: REFUTED no tile of the other operand holds the same k "
+              f"{u['k']}: the instruction would multiply mismatched k")
+    if rep.status == "proved":
+        ax = sorted(set(rep.a.relabelled_axes) | set(rep.b.relabelled_axes))
+        print("verdict: PROVED" + (f": equal to the spec up to a relabelling of {' and '.join(ax)} shared by A and B "
+                                   f"(proved by audit-atom)" if ax else ": both operands are the spec's"))
+    else:
+        print(f"verdict: {rep.status.upper()}")
+    return {"proved": 0, "refuted": 1, "unknown": 3}[rep.status]
+
+
+def _print_whole(rep, args, what: str, hint: str = "") -> int:
+    if args.json:
+        d = rep.to_dict()
+        if hint:
+            d["hint"] = hint
+        print(json.dumps(d, indent=1))
     else:
         print(f"audit {rep.form} operand {rep.operand} against spec entry {rep.spec_entry}: "
               f"{what} of a {rep.shape[0]}x{rep.shape[1]} tensor, {len(rep.tiles)} instruction tiles")
@@ -344,6 +428,11 @@ def _print_whole(rep, args, what: str) -> int:
                 print(f"{head}: PROVED" + (f" (same layout as tile {t.same_as})" if t.same_as is not None else ""))
             elif t.status == "refuted":
                 print(f"{head}: REFUTED {t.detail} witness: {json.dumps(t.witness)}")
+            elif t.status == "relabelled":
+                perm = "; ".join(f"{ax}: spec -> yours " + " ".join(f"{i}->{v}" for i, v in enumerate(pi))
+                                 for ax, pi in t.witness["relabelled"].items())
+                print(f"{head}: RELABELLED {t.detail}" + (f" (same layout as tile {t.same_as})" if t.same_as is not None
+                                                           else f"; {perm}"))
             else:
                 print(f"{head}: UNKNOWN {t.detail}")
         c = rep.coverage
@@ -354,8 +443,12 @@ def _print_whole(rep, args, what: str) -> int:
             print(f"coverage: INCOMPLETE, {c['held']} of {c['cells']} cells held; first missing {c['first_missing']}, "
                   f"first outside {c['first_outside']}")
         n = sum(t.status == "proved" for t in rep.tiles)
-        print(f"verdict: {n} of {len(rep.tiles)} tiles PROVED" + ("" if rep.status == "proved" else f"; {rep.status.upper()}"))
-    return {"proved": 0, "refuted": 1, "unknown": 3}[rep.status]
+        nr = sum(t.status == "relabelled" for t in rep.tiles)
+        print(f"verdict: {n} of {len(rep.tiles)} tiles PROVED" + (f", {nr} RELABELLED" if nr else "")
+              + ("" if rep.status == "proved" else f"; {rep.status.upper()}"))
+        if hint:
+            print(f"note: {hint}")
+    return {"proved": 0, "refuted": 1, "unknown": 3, "relabelled": 3}[rep.status]
 
 
 ATOM_KINDS = ("cute", "table", "formula", "python", "triton", "spec")
@@ -504,4 +597,5 @@ def cmd_audit_cute_tiled(args, opcode: str) -> int:
         raise InputError(f"--cute-tile: expected RxC, got {args.cute_tile!r}")
     rep = cute.audit_tiled(args.cute, cat.parse(opcode), args.operand, tile, compare_bits=not args.no_bits,
                            **_params(args))
-    return _print_whole(rep, args, "CuTe TiledMMA layout")
+    hint = _relabel_hint(rep.form, rep.operand, rep.relabelled_axes, "cute") if rep.status == "relabelled" else ""
+    return _print_whole(rep, args, "CuTe TiledMMA layout", hint=hint)

@@ -193,3 +193,68 @@ def audit_atom(form_or_opcode, layouts: dict, *, timeout_ms: int = 20000, engine
                 pi[s_] = u_
             perms[ax] = pi
     return AtomReport(form.opcode, res, perms, dict(given or {}))
+
+
+#: the two axes of each operand's (row, col)
+OPERAND_AXES = {"a": ("M", "K"), "b": ("K", "N"), "c": ("M", "N"), "d": ("M", "N")}
+
+
+def relabelling(form_or_opcode, operand: str, layout: Layout, *, timeout_ms: int = 20000) -> AtomReport | None:
+    """One operand's layout that differs from the spec's only by relabelling its axes.
+
+    If ``layout`` holds the spec's points and maps them to the spec's cells up to one injective
+    relabelling per axis (found by enumeration; e.g. Triton's large-kWidth dot operands, which
+    permute K, or the SM75 CuTe atom of CUTLASS 3.0-3.2.0, which permutes M), the proof that it
+    computes the instruction's product *with partners relabelled the same way*: audit_atom with
+    the other operands the spec's, relabelled by the same permutations.  Whether the real
+    partners share the relabelling needs them (:func:`audit_atom`).  None when the layout is
+    the spec's own, or no relabelling of the axes makes it the spec's."""
+    form = _as_form(form_or_opcode)
+    op = "c" if operand == "d" else operand
+    if form.family != "mma" or op not in OPERAND_AXES:
+        return None
+    src = "d" if op == "c" and "c" not in form.operands else op
+    spec = fragment(form, src)
+    if spec.products > 1 or (layout.lanes, layout.nregs, layout.epr) != (spec.lanes, spec.nregs, spec.epr):
+        return None
+    if not np.array_equal(layout._full["held"], spec._full["held"]):
+        return None
+    f, u = spec.enumerate(), layout.enumerate()
+    if np.any(u["product"] != 0):
+        return None
+    perms = {}
+    for d, ax in zip(("row", "col"), OPERAND_AXES[op]):
+        s, v = f[d], u[d]
+        pi = {}
+        for a, b in zip(s.tolist(), v.tolist()):
+            if pi.setdefault(a, b) != b:
+                return None                              # one spec index, two labels: not a relabelling
+        if len(set(pi.values())) != len(pi):
+            return None                                  # two spec indices, one label
+        perms[ax] = pi
+    if all(all(k == v for k, v in p.items()) for p in perms.values()):
+        return None
+    partners = {}
+    for o in ("a", "b", "c"):
+        if o == op:
+            continue
+        so = fragment(form, "d" if o == "c" and "c" not in form.operands else o)
+        e = so.enumerate()
+        rows, cols = e["row"].tolist(), e["col"].tolist()
+        rax, cax = OPERAND_AXES[o]
+        if rax in perms:
+            rows = [perms[rax][r] for r in rows]
+        if cax in perms:
+            cols = [perms[cax][c] for c in cols]
+        recs = list(zip(e["lane"].tolist(), e["reg"].tolist(), e["elem"].tolist(), rows, cols))
+        partners[o] = Layout.from_table(recs, like=so, name=f"spec {o} relabelled", params=dict(so.params))
+    rep = audit_atom(form, {op: layout, **partners}, timeout_ms=timeout_ms,
+                     given={op: "the layout", **{o: "the spec's, relabelled the same way" for o in partners}})
+    return rep if rep.status == "proved" else None
+
+
+def describe_permutation(pi: list) -> str:
+    """'identity' or 'spec -> yours 0->0 1->2 ...' (every index)."""
+    if pi == list(range(len(pi))):
+        return "identity"
+    return "spec -> yours " + " ".join(f"{i}->{v}" for i, v in enumerate(pi))

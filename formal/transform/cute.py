@@ -394,12 +394,28 @@ def audit_metadata(tv: str, form_or_opcode, sel: int = 0, timeout_ms: int = 2000
 # and checks that the tiles cover the tile.
 
 
+def _thread_value(wit, w: int, g: int, E: int, epr: int):
+    """A tile witness at (lane, reg, elem) points also named as CuTe's (thread, value) of warp w,
+    group g: each point ("point", or the pair "p", "q") gets them, the witness the first one's."""
+    if not isinstance(wit, dict):
+        return wit
+    out = dict(wit)
+    for key in ("point", "p", "q"):
+        p = wit.get(key)
+        if isinstance(p, dict) and all(isinstance(p.get(x), int) for x in ("lane", "reg", "elem")):
+            tv = {"thread": 32 * w + p["lane"], "value": g * E + p["reg"] * epr + p["elem"]}
+            out[key] = dict(p, **tv)
+            if "thread" not in out:
+                out.update(tv)
+    return out
+
+
 def audit_tiled(tv: str, form_or_opcode, operand: str, tile, *, compare_bits: bool = True,
                 timeout_ms: int = 20000, **params):
     from .. import catalog as cat
     from ..layout import normalize_operand
     from ..prove import audit_layout as audit
-    from .triton import TileReport, WholeReport
+    from .triton import TileReport, WholeReport, tile_verdict
 
     form = cat.parse(form_or_opcode) if isinstance(form_or_opcode, str) else form_or_opcode
     op = normalize_operand(operand)
@@ -412,43 +428,64 @@ def audit_tiled(tv: str, form_or_opcode, operand: str, tile, *, compare_bits: bo
     if nthr % 32 or nval % E:
         raise LayoutError(f"CuTe tiled layout has {nthr} threads x {nval} values; expected whole warps x a "
                           f"multiple of the {E} elements of {ref.name}")
+    if R <= 0 or C <= 0:
+        raise LayoutError(f"--cute-tile {R}x{C}: the tile needs positive sizes")
     t = np.repeat(np.arange(nthr), nval)
     v = np.tile(np.arange(nval), nthr)
     idx = evaluate(ts, td, t) + evaluate(vs, vd, v)
-    if (idx < 0).any() or (idx >= R * C).any():
-        raise LayoutError(f"CuTe tiled layout reaches index {int(idx.max())} outside the {R} x {C} tile")
+    # a (thread, value) past the tile is the layout's mistake, refuted below with that pair; it
+    # keeps its coordinates (a column or row past the tile) for the witness
+    inside = (idx >= 0) & (idx < R * C)
     if op == "b":                          # CuTe's N x K tile -> PTX K x N
         rows, cols, shape2 = idx // R, idx % R, (C, R)
     else:
         rows, cols, shape2 = idx % R, idx // R, (R, C)
     held = np.zeros(shape2, dtype=np.int64)
-    np.add.at(held, (rows, cols), 1)
+    np.add.at(held, (rows[inside], cols[inside]), 1)
     reports, seen = [], {}
+    first_outside = None
     k = 0
     for w in range(nthr // 32):
         for g in range(nval // E):
             sel = (t // 32 == w) & (v // E == g)
             lanes, ii, rr, cc = t[sel] % 32, v[sel] % E, rows[sel], cols[sel]
-            r0, c0 = int(rr.min()) // ref.rows * ref.rows, int(cc.min()) // ref.cols * ref.cols
+            ins = inside[sel]
+            # the box of this group's first value inside the tile (the first value's own, for a right layout)
+            j0 = int(np.argmax(ins)) if ins.any() else 0
+            r0 = max(int(rr[j0]), 0) // ref.rows * ref.rows
+            c0 = max(int(cc[j0]), 0) // ref.cols * ref.cols
+            if not ins.all():
+                j = int(np.argmin(ins))
+                th, va = int(t[sel][j]), int(v[sel][j])
+                if first_outside is None:
+                    first_outside = [int(rr[j]), int(cc[j])]
+                reg, el = divmod(int(ii[j]), ref.epr)
+                sr, sc = ref.at(int(lanes[j]), reg, el)[:2]
+                wit = {"point": {"lane": int(lanes[j]), "reg": reg, "elem": el}, "thread": th, "value": va,
+                       "warp": w, "candidate": {"index": int(idx[sel][j]), "row": int(rr[j]), "col": int(cc[j])},
+                       "spec": {"row": r0 + int(sr), "col": c0 + int(sc)}}
+                reports.append(TileReport(k, {"warp": w, "value_group": g}, (r0, c0), "refuted", wit,
+                                          f"audit.range: thread {th} value {va} reaches index {int(idx[sel][j])}, "
+                                          f"outside the {R} x {C} tile", None))
+                k += 1
+                continue
             recs = [(int(a), *divmod(int(b), ref.epr), int(x) - r0, int(y) - c0) for a, b, x, y in zip(lanes, ii, rr, cc)]
             lay = Layout.from_table(recs, like=ref, name=f"tile {k}", params=dict(ref.params))
             key = lay.map_key
             if key in seen:
                 first = reports[seen[key]]
-                reports.append(TileReport(k, {"warp": w, "value_group": g}, (r0, c0), first.status, first.witness,
-                                          first.detail, first.index))
+                reports.append(TileReport(k, {"warp": w, "value_group": g}, (r0, c0), first.status,
+                                          _thread_value(first.witness, w, g, E, ref.epr), first.detail, first.index))
             else:
                 rep = audit(lay, form, op, compare_bits=compare_bits, timeout_ms=timeout_ms, **params)
-                bad = next((r for r in rep.results if r.status != "proved"), None)
                 seen[key] = len(reports)
-                reports.append(TileReport(k, {"warp": w, "value_group": g}, (r0, c0), rep.status,
-                                          getattr(bad, "witness", None) if bad is not None else None,
-                                          bad.obligation.family if bad is not None else "equal to the spec and bijective",
-                                          None))
+                st, wit, detail = tile_verdict(lay, form, op, rep, compare_bits, timeout_ms)
+                reports.append(TileReport(k, {"warp": w, "value_group": g}, (r0, c0), st,
+                                          _thread_value(wit, w, g, E, ref.epr), detail, None))
             k += 1
     miss = np.argwhere(held == 0)
-    cov = {"cells": int(held.size), "held": int((held > 0).sum()), "complete": miss.size == 0,
-           "first_missing": [int(x) for x in miss[0]] if miss.size else None, "first_outside": None,
+    cov = {"cells": int(held.size), "held": int((held > 0).sum()), "complete": miss.size == 0 and first_outside is None,
+           "first_missing": [int(x) for x in miss[0]] if miss.size else None, "first_outside": first_outside,
            "copies": sorted({int(x) for x in np.unique(held[held > 0])})}
     how = f"CuTe TiledMMA: warp = thread // 32, the {E} values of each value group form one instruction"
     return WholeReport(form.opcode, op, ref.name, shape2, list(range(E.bit_length() - 1)), how, reports, cov)

@@ -496,10 +496,19 @@ class WholeReport:
 
     @property
     def status(self) -> str:
+        """proved | refuted | unknown | relabelled: every tile the spec's, or equal to it up to a
+        relabelling of its axes (its partner operands must relabel them the same way: undecided
+        from one operand, see :func:`audit_pair`)."""
         st = [t.status for t in self.tiles]
         if "refuted" in st or not self.coverage["complete"]:
             return "refuted"
-        return "unknown" if "unknown" in st else "proved"
+        if "unknown" in st:
+            return "unknown"
+        return "relabelled" if "relabelled" in st else "proved"
+
+    @property
+    def relabelled_axes(self) -> list[str]:
+        return sorted({ax for t in self.tiles if t.status == "relabelled" for ax in (t.witness or {}).get("relabelled", {})})
 
     def to_dict(self) -> dict:
         return {"form": self.form, "operand": self.operand, "spec_entry": self.spec_entry, "shape": list(self.shape),
@@ -507,7 +516,30 @@ class WholeReport:
                 "tiles_total": len(self.tiles),
                 "tiles_proved": sum(t.status == "proved" for t in self.tiles),
                 "tiles_refuted": sum(t.status == "refuted" for t in self.tiles),
+                "tiles_relabelled": sum(t.status == "relabelled" for t in self.tiles),
+                "relabelled_axes": self.relabelled_axes,
                 "coverage": self.coverage, "tiles": [t.to_dict() for t in self.tiles]}
+
+
+def tile_verdict(lay, form, op: str, rep, compare_bits: bool, timeout_ms: int) -> tuple[str, dict | None, str]:
+    """(status, witness, detail) of one audited tile: a refuted tile that equals the spec up to
+    a relabelling of its axes (:func:`formal.transform.atom.relabelling`) is "relabelled", with the
+    permutations and the first difference from the spec."""
+    bad = next((r for r in rep.results if r.status != "proved"), None)
+    if bad is None:
+        return rep.status, None, "equal to the spec and bijective"
+    wit = getattr(bad, "witness", None)
+    detail = f"{bad.obligation.family}: {getattr(bad, 'reason', '') or ''}".strip(": ")
+    if rep.status == "refuted":
+        from .atom import relabelling
+
+        ar = relabelling(form, op, lay, timeout_ms=timeout_ms)
+        if ar is not None:
+            axes = {ax: pi for ax, pi in ar.permutations.items() if pi != list(range(len(pi)))}
+            return "relabelled", {"relabelled": axes, "differs_from_spec": wit}, (
+                f"equal to the spec up to a relabelling of {' and '.join(axes)} (proved by audit-atom with the "
+                f"other operands relabelled the same way)")
+    return rep.status, wit, detail
 
 
 def _xor(vecs: Sequence[Sequence[int]], idx, nb: int):
@@ -601,17 +633,92 @@ def audit_whole(wl: WholeLayout, form_or_opcode=None, operand: str | None = None
             reports.append(TileReport(k, sel, origin, first.status, first.witness, first.detail, first.index))
             continue
         rep = audit(lay, form, op, compare_bits=compare_bits, timeout_ms=timeout_ms, **params)
-        bad = next((r for r in rep.results if r.status != "proved"), None)
         seen[key] = len(reports)
-        reports.append(TileReport(k, sel, origin, rep.status,
-                                  getattr(bad, "witness", None) if bad is not None else None,
-                                  (f"{bad.obligation.family}: {getattr(bad, 'reason', '') or ''}".strip(": ")
-                                   if bad is not None else "equal to the spec and bijective"), None))
+        reports.append(TileReport(k, sel, origin, *tile_verdict(lay, form, op, rep, compare_bits, timeout_ms), None))
     miss = np.argwhere(held == 0)
     cov = {"cells": int(held.size), "held": int((held > 0).sum()), "complete": miss.size == 0 and outside is None,
            "first_missing": [int(x) for x in miss[0]] if miss.size else None, "first_outside": outside,
            "copies": sorted({int(x) for x in np.unique(held[held > 0])})}
     return WholeReport(form.opcode, op, ref.name, shape, bits, how, reports, cov)
+
+
+@dataclass
+class PairReport:
+    """A and B dot operands audited together (:func:`audit_pair`)."""
+
+    form: str
+    a: WholeReport
+    b: WholeReport
+    pairs: list              # {"k": [...], "a_tiles": [...], "b_tiles": [...], "status", "K", "witness"}
+    unpaired: list           # {"operand", "tile", "k"}: a tile whose k set no tile of the other holds
+
+    @property
+    def status(self) -> str:
+        sts = [self.a.status, self.b.status]
+        if "refuted" in sts or self.unpaired or any(p["status"] == "refuted" for p in self.pairs):
+            return "refuted"
+        if "unknown" in sts or any(p["status"] == "unknown" for p in self.pairs):
+            return "unknown"
+        return "proved"
+
+    def to_dict(self) -> dict:
+        return {"form": self.form, "status": self.status, "a": self.a.to_dict(), "b": self.b.to_dict(),
+                "pairs": self.pairs, "unpaired": self.unpaired,
+                "relabelled_axes": sorted(set(self.a.relabelled_axes) | set(self.b.relabelled_axes))}
+
+
+def audit_pair(wa: WholeLayout, wb: WholeLayout, form_or_opcode=None, *, compare_bits: bool = False,
+               timeout_ms: int = 20000) -> PairReport:
+    """A and B of one ``tt.dot`` together: each operand's tiles are audited (:func:`audit_whole`),
+    then every A tile is paired with the B tiles that hold the same set of k (what the
+    instruction sums over; Triton's lowering gives the j-th instruction of a K tile the j-th
+    slice of both operands) and each distinct pair is proved by :func:`formal.transform.atom.audit_atom`:
+    A and B relabel K the same way, M and N are the spec's.  Relabelled tiles (large kWidth)
+    are PROVED this way; an A tile with no B tile over its k set is refuted."""
+    import numpy as np
+
+    from .. import catalog as cat
+    from .atom import audit_atom
+
+    form = (form_or_opcode if isinstance(form_or_opcode, cat.Form) else
+            cat.parse(form_or_opcode or implied_form(wa if wa.kind == "dot" else wb)))
+    ra = audit_whole(wa, form, "a", compare_bits=compare_bits, timeout_ms=timeout_ms)
+    rb = audit_whole(wb, form, "b", compare_bits=compare_bits, timeout_ms=timeout_ms)
+    ta, _, _, _ = tiles(wa, form, "a")
+    tb, _, _, _ = tiles(wb, form, "b")
+
+    def kset(cells):
+        return tuple(sorted({int(x) for x in np.asarray(cells).ravel()}))
+
+    ga: dict = {}
+    gb: dict = {}
+    for i, (_, _, lay, (rows, cols)) in enumerate(ta):
+        ga.setdefault(kset(cols), []).append((i, lay))
+    for j, (_, _, lay, (rows, cols)) in enumerate(tb):
+        gb.setdefault(kset(rows), []).append((j, lay))
+    pairs, unpaired = [], []
+    for ks, items in ga.items():
+        if ks not in gb:
+            unpaired += [{"operand": "a", "tile": i, "k": list(ks)} for i, _ in items[:1]]
+    for ks, items in gb.items():
+        if ks not in ga:
+            unpaired += [{"operand": "b", "tile": j, "k": list(ks)} for j, _ in items[:1]]
+    for ks in ga:
+        if ks not in gb:
+            continue
+        done: dict = {}
+        for i, la in ga[ks]:
+            for j, lb in gb[ks]:
+                key = (la.map_key, lb.map_key)
+                if key in done:
+                    continue
+                rep = audit_atom(form, {"a": la, "b": lb}, timeout_ms=timeout_ms)
+                bad = next((r for r in rep.results if r.status != "proved"), None)
+                done[key] = True
+                pairs.append({"k": list(ks), "a_tile": i, "b_tile": j, "status": rep.status,
+                              "K": rep.permutations.get("K"), "detail": bad.obligation.family if bad else "atom",
+                              "witness": getattr(bad, "witness", None) if bad is not None else None})
+    return PairReport(form.opcode, ra, rb, pairs, unpaired)
 
 
 # ---------------------------------------------------------------- linear maps, export, endpoints
