@@ -54,12 +54,12 @@ def cmd_audit(args) -> int:
             raise BadArgument("--coverage names no coverage model (see ptx-formal vectors --list-coverage)")
     # the user's code runs in a child process: a hang is stopped at --model-timeout, an exit of
     # its process is a failure, never a pass (formal.cli.sandbox)
-    with SandboxedModel(args.python, timeout=t) as model:
-        try:
+    try:
+        with SandboxedModel(args.python, timeout=t) as model:
             return _run(args, form, model, cov, A)
-        except ModelTimeout as e:
-            print(f"ptx-formal: audit: {e}", file=sys.stderr)
-            return 3
+    except ModelTimeout as e:
+        print(f"ptx-formal: audit: {e}", file=sys.stderr)
+        return 3
 
 
 def _save(vs, path: str) -> None:

@@ -176,6 +176,10 @@ def audit_atom(form_or_opcode, layouts: dict, *, timeout_ms: int = 20000, engine
         r = prove.check_injective(lays[op], ob, opts)
         r.obligation = ob
         res.append(r)
+    if any(r.status != "proved" for r in res):
+        # a layout that does not hold the spec's points (or holds one element twice) has no
+        # relabelling to check: its refutation above is the answer
+        return AtomReport(form.opcode, res, {}, dict(given or {}))
     for ax, (X, Y) in AXES.items():
         for P, Q in ((X, X), (Y, Y), (X, Y)):
             ob = prove._mk(f"atom.{ax}", f"{form.opcode} {P[0]}.{P[1]} ~ {Q[0]}.{Q[1]}",

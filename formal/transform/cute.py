@@ -122,6 +122,9 @@ def parse(text: str) -> tuple[Nested, Nested]:
         raise CuteError(f"CuTe layout {text!r}: trailing characters")
     if not _congruent(shape, stride):
         raise CuteError(f"CuTe layout {text!r}: shape and stride do not have the same nesting")
+    if any(s < 1 for s, _ in _leaves(shape, stride)):
+        raise CuteError(f"CuTe layout {text[:200]!r}: a mode of size {min(s for s, _ in _leaves(shape, stride))} "
+                        f"(CuTe shapes are positive)")
     return shape, stride
 
 
@@ -410,6 +413,10 @@ def _thread_value(wit, w: int, g: int, E: int, epr: int):
     return out
 
 
+#: bounds of a tiled audit (a CTA tile is far smaller): tile cells, and (thread, value) pairs
+MAX_TILE_CELLS, MAX_TILE_POINTS = 1 << 24, 1 << 21
+
+
 def audit_tiled(tv: str, form_or_opcode, operand: str, tile, *, compare_bits: bool = True,
                 timeout_ms: int = 20000, **params):
     from .. import catalog as cat
@@ -428,8 +435,11 @@ def audit_tiled(tv: str, form_or_opcode, operand: str, tile, *, compare_bits: bo
     if nthr % 32 or nval % E:
         raise LayoutError(f"CuTe tiled layout has {nthr} threads x {nval} values; expected whole warps x a "
                           f"multiple of the {E} elements of {ref.name}")
-    if R <= 0 or C <= 0:
-        raise LayoutError(f"--cute-tile {R}x{C}: the tile needs positive sizes")
+    if R <= 0 or C <= 0 or R * C > MAX_TILE_CELLS:
+        raise LayoutError(f"--cute-tile {R}x{C}: the tile needs positive sizes and at most {MAX_TILE_CELLS:,} cells")
+    if nthr * nval > MAX_TILE_POINTS:
+        raise LayoutError(f"CuTe tiled layout has {nthr} threads x {nval} values: at most {MAX_TILE_POINTS:,} "
+                          f"(thread, value) pairs are audited (a TiledMMA over a CTA tile has far fewer)")
     t = np.repeat(np.arange(nthr), nval)
     v = np.tile(np.arange(nval), nthr)
     idx = evaluate(ts, td, t) + evaluate(vs, vd, v)

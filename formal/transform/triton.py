@@ -48,7 +48,11 @@ def parse(text_or_obj: str | Mapping) -> dict[str, list[list[int]]]:
             body = m.group(1)
             obj = {}
             for name, val in re.findall(r"(\w+)\s*=\s*(\[(?:[^\[\]]|\[[^\[\]]*\])*\])", body):
-                obj[name] = json.loads(val)
+                try:
+                    obj[name] = json.loads(val)
+                except json.JSONDecodeError as e:
+                    raise TritonError(f"#ttg.linear: {name} = {val[:60]}: not a list of integer vectors "
+                                      f"({e.msg})") from None
         else:
             try:
                 obj = json.loads(t)
@@ -232,6 +236,31 @@ def parse_whole(text: str, *, shape: Sequence[int] | None = None, dtype: str | N
         tdtype = dtype
     if tshape is not None and len(tshape) != 2:
         raise TritonError(f"tensor shape {tshape}: only 2-D tensors are supported")
+    if tshape is not None and (min(tshape) < 1 or tshape[0] * tshape[1] > MAX_CELLS):
+        raise TritonError(f"tensor shape {tshape[0]}x{tshape[1]}: expected positive sizes, at most {MAX_CELLS:,} cells")
+    return _bounded(_parse_whole(t, ref, aliases, tshape, tdtype))
+
+
+#: bounds of a whole layout (a CTA tile is far smaller): cells of the tensor, and log2 of the
+#: (register, lane, warp, block) points the audit enumerates
+MAX_CELLS, MAX_POINT_BITS = 1 << 24, 22
+
+
+def _bounded(wl: "WholeLayout") -> "WholeLayout":
+    n = sum(len(v) for v in wl.bases.values())
+    if n > MAX_POINT_BITS:
+        raise TritonError(f"the layout has 2^{n} (register, lane, warp, block) points; at most 2^{MAX_POINT_BITS} "
+                          f"are audited (a CTA tile has far fewer)")
+    for d, vecs in wl.bases.items():
+        for v in vecs:
+            if any(abs(x) >= MAX_CELLS for x in v):
+                raise TritonError(f"{d} basis {v}: coordinates of at most {MAX_CELLS:,}")
+    if wl.shape is not None and (min(wl.shape) < 1 or wl.shape[0] * wl.shape[1] > MAX_CELLS):
+        raise TritonError(f"the layout covers {wl.shape[0]}x{wl.shape[1]}: at most {MAX_CELLS:,} cells")
+    return wl
+
+
+def _parse_whole(t: str, ref: str, aliases: dict, tshape, tdtype) -> "WholeLayout":
     kind, f = _encoding_at(t, ref, aliases) if not ref.lstrip().startswith("{") else ("linear", {})
     if kind == "linear":
         m = re.search(r"linear<", ref)
