@@ -269,6 +269,7 @@ def test_relabelled_single_atom_names_audit_atom():
     rc, out, _ = run("layout", "audit", "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32", "--operand", "a",
                      "--cute", "((4,8),(2,2)):((32,2),(16,1))")
     assert rc == 3 and "RELABELLED M: spec -> yours 0->0 1->2" in out and "--a KIND:LAYOUT --c KIND:LAYOUT" in out
+    assert "REFUTED" not in out and "DIFFERS  audit.equal" in out
 
 
 # ------------------------------------------------------------------ against the installed Triton
