@@ -173,48 +173,52 @@ def _mutate(rng: random.Random, s: str) -> str:
     return s[:m.start()] + new + s[m.end():]
 
 
-def _cases(f) -> list[tuple[str, list[str]]]:
+def _cases(f, heavy: bool = True) -> list[tuple[str, list[str]]]:
+    """Every case; ``heavy=False`` leaves out the slow ones (a model that sleeps until the time
+    limit, --identify, and the later mutants) for the default run."""
     rng = random.Random(19)
     cases: list[tuple[str, list[str]]] = []
+    count: dict = {}
 
-    def add(kind, *argv):
-        cases.append((kind, [str(a) for a in argv]))
+    def add(kind, *argv, slow=False):
+        count[kind] = count.get(kind, 0) + 1
+        if heavy or not slow:
+            cases.append((kind, [str(a) for a in argv]))
 
     m = f["models"]
+    cheap = ["--level", "matrix", "--count", "0", "--coverage", "probes"]     # a fuzzed option given later wins
     # ---- audit: options
     for op in ["", "x", "mma", F16[:-1] + "9", F16 + ".f32", WL, "\u202e" * 3, "a" * 5000, SP.replace("k32", "k33")]:
-        add("audit", "audit", op, "--python", f"{m}:good")
+        add("audit", "audit", op, "--python", f"{m}:good", *cheap)
     for v in ["-1", "100000001", "x", "1e3", "", "99999999999999999999"]:
-        add("audit", "audit", BF16, "--python", f"{m}:good", "--count", v)
+        add("audit", "audit", BF16, "--python", f"{m}:good", *cheap, "--count", v)
     for v in ["0", "-1", "nan", "inf", "-inf", "1e999", "x", ""]:
-        add("audit", "audit", BF16, "--python", f"{m}:good", "--model-timeout", v)
+        add("audit", "audit", BF16, "--python", f"{m}:good", *cheap, "--model-timeout", v)
     for v in ["", ",", "nosuch", "mechanisms,nosuch", "a" * 3000]:
-        add("audit", "audit", BF16, "--python", f"{m}:good", "--coverage", v)
+        add("audit", "audit", BF16, "--python", f"{m}:good", *cheap, "--coverage", v)
     for v in ["sm_9000", "", "exact ", "x" * 300]:
-        add("audit", "audit", BF16, "--python", f"{m}:good", "--arch", v, "--count", "0", "--coverage", "probes")
+        add("audit", "audit", BF16, "--python", f"{m}:good", *cheap, "--arch", v)
     for v in ["x", "", "-99999999999999999999999"]:
-        add("audit", "audit", BF16, "--python", f"{m}:good", "--seed", v)
+        add("audit", "audit", BF16, "--python", f"{m}:good", *cheap, "--seed", v)
     for v in ["tensor", "", "regs regs"]:
-        add("audit", "audit", BF16, "--python", f"{m}:good", "--level", v)
+        add("audit", "audit", BF16, "--python", f"{m}:good", *cheap, "--level", v)
     for opt in ("--markdown", "--save-vectors"):
         for p in (f["dir"], f["regfile"] + "/x.md", "/nonexistent/dir/x.md", ""):
-            add("audit", "audit", BF16, "--python", f"{m}:good", opt, p, "--count", "0", "--coverage", "probes")
+            add("audit", "audit", BF16, "--python", f"{m}:good", *cheap, opt, p)
     # ---- audit: the --python argument
     for spec in ["", ":", "good", f"{m}", f"{m}:", f"{m}:nosuch", f"{m}:not_callable", f"{f['dir']}:f",
                  f"/nonexistent.py:f", f"{f['binary']}:f", f"{f['syntax']}:f", f"{f['empty']}:f",
                  f"{f['import_raises']}:f", f"{f['import_exits']}:f", f"{f['regfile']}:f", "a" * 5000 + ":f",
                  f"{m}:good:extra"]:
-        add("audit", "audit", BF16, "--python", spec, "--count", "0", "--coverage", "probes")
-    add("audit", "audit", BF16, "--python", f"{f['import_sleeps']}:f", "--model-timeout", "1")
+        add("audit", "audit", BF16, "--python", spec, *cheap)
+    add("audit", "audit", BF16, "--python", f"{f['import_sleeps']}:f", *cheap, "--model-timeout", "1", slow=True)
     # ---- audit: what the model does (each runs in its own child process)
-    for fn in ["none", "text", "lst", "floats", "huge", "neg", "scalar", "boolean", "raises", "exits", "os_exit",
-               "recursion", "interrupt", "generator"]:
-        add("audit", "audit", BF16, "--python", f"{m}:{fn}", "--level", "matrix", "--count", "0", "--coverage",
-            "probes")
-    add("audit", "audit", BF16, "--python", f"{m}:sleeps", "--level", "matrix", "--count", "0", "--coverage",
-        "probes", "--model-timeout", "1")
-    add("audit", "audit", BF16, "--python", f"{m}:floats", "--level", "matrix", "--identify")
-    add("audit", "audit", BF16, "--python", f"{m}:os_exit", "--level", "matrix", "--identify")
+    for i, fn in enumerate(["none", "floats", "huge", "raises", "os_exit", "text", "lst", "neg", "scalar", "boolean",
+                            "exits", "recursion", "interrupt", "generator"]):
+        add("audit", "audit", BF16, "--python", f"{m}:{fn}", *cheap, slow=i >= 5)
+    add("audit", "audit", BF16, "--python", f"{m}:sleeps", *cheap, "--model-timeout", "1", slow=True)
+    add("audit", "audit", BF16, "--python", f"{m}:floats", "--level", "matrix", "--identify", slow=True)
+    add("audit", "audit", BF16, "--python", f"{m}:os_exit", "--level", "matrix", "--identify", slow=True)
 
     # ---- layout audit --triton
     triton_bad = ["", " ", "#", "#ttg", "#ttg.linear<{}>", "#ttg.linear<{lane = []}>", "tensor<>", "tensor<16x8xf32>",
@@ -239,10 +243,11 @@ def _cases(f) -> list[tuple[str, list[str]]]:
     for t in triton_bad:
         add("triton", "layout", "audit", F16, "--operand", "c", "--triton", t)
         add("triton", "layout", "audit", "--triton", t)
-    for _ in range(60):
+    for i in range(60):
         base = rng.choice([T_ACC, T_A, T_B, T_LIN])
         t = _mutate(rng, base)
-        add("triton", "layout", "audit", "--triton", t, *(["--operand", "c"] if base in (T_ACC, T_LIN) else []))
+        add("triton", "layout", "audit", "--triton", t, *(["--operand", "c"] if base in (T_ACC, T_LIN) else []),
+            slow=i >= 40)
     for extra in (["--triton-shape", "0x0"], ["--triton-shape", "16"], ["--triton-shape", "1e9x1e9"],
                   ["--triton-shape", "-16x8"], ["--triton-dtype", "f99"], ["--operand", "z"], ["--operand", "b"],
                   ["--triton", T_B], ["--triton", T_B, "--triton", T_B], ["--triton", T_ACC], ["--operand", "a",
@@ -262,8 +267,9 @@ def _cases(f) -> list[tuple[str, list[str]]]:
                "(4,8):(1,4)", "4:1", "((4,8,2,2),(2,2)):((64,1,16,256),(32,8)):(1)", "a" * 5000,
                "(" * 40 + "4" + ")" * 40 + ":" + "(" * 40 + "1" + ")" * 40]:
         add("cute", "layout", "audit", F16, "--operand", "c", "--cute", tv, "--cute-tile", "32x16")
-    for _ in range(40):
-        add("cute", "layout", "audit", F16, "--operand", "c", "--cute", _mutate(rng, CUTE_C), "--cute-tile", "32x16")
+    for i in range(40):
+        add("cute", "layout", "audit", F16, "--operand", "c", "--cute", _mutate(rng, CUTE_C), "--cute-tile", "32x16",
+            slow=i >= 16)
     for op in ("e", "scale_a", "z", "d", "b"):
         add("cute", "layout", "audit", F16, "--operand", op, "--cute", CUTE_C, "--cute-tile", "32x16")
     for form in (SP, M8, WMMA, WL):
@@ -284,8 +290,9 @@ def _cases(f) -> list[tuple[str, list[str]]]:
     for v in atom_bad:
         for o in ("--a", "--b", "--c"):
             add("atom", "layout", "audit-atom", F16, o, v)
-    for _ in range(30):
-        add("atom", "layout", "audit-atom", F16, "--a", "cute:" + _mutate(rng, CUTE_A), "--b", "cute:" + CUTE_B)
+    for i in range(30):
+        add("atom", "layout", "audit-atom", F16, "--a", "cute:" + _mutate(rng, CUTE_A), "--b", "cute:" + CUTE_B,
+            slow=i >= 10)
     for form in (SP, M8, WMMA, WL, "", "x", F16 + "x"):
         add("atom", "layout", "audit-atom", form, "--a", "cute:" + CUTE_A)
     add("atom", "layout", "audit-atom", F16)
@@ -309,18 +316,29 @@ def _run(argv):
 
 
 def test_enough_cases(files):
-    cases = _cases(files)
-    kinds = {}
-    for k, _ in cases:
-        kinds[k] = kinds.get(k, 0) + 1
-    assert len(cases) >= 300, len(cases)
-    assert all(kinds[k] >= 50 for k in ("audit", "triton", "cute", "atom")), kinds
+    for heavy, least in ((False, 300), (True, 440)):
+        cases = _cases(files, heavy)
+        kinds = {}
+        for k, _ in cases:
+            kinds[k] = kinds.get(k, 0) + 1
+        assert len(cases) >= least, len(cases)
+        assert all(kinds[k] >= 50 for k in ("audit", "triton", "cute", "atom")), kinds
 
 
 @pytest.mark.parametrize("kind", ["audit", "triton", "cute", "atom"])
 def test_fuzz(files, kind):
+    _fuzz(files, kind, heavy=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["audit", "triton", "cute", "atom"])
+def test_fuzz_all(files, kind):
+    _fuzz(files, kind, heavy=True)
+
+
+def _fuzz(files, kind, heavy):
     bad = []
-    for k, argv in _cases(files):
+    for k, argv in _cases(files, heavy):
         if k != kind:
             continue
         rc, out, err, dt = _run(argv)

@@ -49,9 +49,22 @@ def cmd_audit(args) -> int:
             check_writable(path, opt)
     cov = None
     if args.coverage is not None:
+        from ..vectors import coverage as C
+
         cov = [c.strip() for item in args.coverage for c in item.split(",") if c.strip()]
         if not cov:
             raise BadArgument("--coverage names no coverage model (see ptx-formal vectors --list-coverage)")
+        unknown = [c for c in cov if c not in C.MODELS and c != "random"]
+        if unknown:
+            raise BadArgument(f"--coverage: unknown coverage model {unknown[0][:60]!r}; known: "
+                              f"{', '.join(C.MODELS)}, random")
+    from ..numerics.archs import get_model
+
+    try:
+        get_model(args.arch)
+    except KeyError as e:
+        raise BadArgument(f"--arch: {str(e).strip(chr(34) + chr(39))[:300]}") from None
+    # checked before the model's process starts (a bad option costs no child)
     # the user's code runs in a child process: a hang is stopped at --model-timeout, an exit of
     # its process is a failure, never a pass (formal.cli.sandbox)
     try:
