@@ -41,8 +41,12 @@ from . import operands_of
 from .ptxas import Probe, Ptxas, as_probe, assemble, installations
 from ..specdata import load_spec
 
-SWEEP_TARGETS = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_103a",
-                 "sm_110a", "sm_120", "sm_120a", "sm_120f", "sm_121a")
+# every family-specific target ptxas knows is swept (sm_101f is not: it was renamed sm_110f in
+# PTX ISA 9.0 and neither ptxas 13.0 nor 13.5 knows it, "Value 'sm_101f' is not defined for
+# option 'gpu-name'"; sm_107a/sm_107f exist from PTX ISA 9.4, so only ptxas 13.5 assembles for them)
+SWEEP_TARGETS = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_100f", "sm_103a",
+                 "sm_103f", "sm_107a", "sm_107f", "sm_110a", "sm_110f", "sm_120", "sm_120a", "sm_120f", "sm_121a", "sm_121f")
+FAMILY_TARGETS = ("sm_100f", "sm_103f", "sm_107f", "sm_110f", "sm_120f", "sm_121f")
 BOUNDARY_EXTRA = ("sm_70", "sm_72")
 CATEGORIES = ("documented", "boundary", "near-miss", "selector", "spelling")
 
@@ -420,6 +424,18 @@ def reexplain(res: SweepResult) -> SweepResult:
         if r.erratum:
             res.counts[(r.ptxas, r.target, r.ptx, r.category)]["explained"] += 1
     return res
+
+
+def merge(base: SweepResult, extra: SweepResult) -> SweepResult:
+    """``base`` with the targets ``extra`` swept added (a sweep of new targets run alone, e.g.
+    ``ptxas-sweep --targets sm_100f``); counts of a target present in both come from ``extra``."""
+    new_t = set(extra.targets)
+    out = SweepResult(list(base.ptxas), [t for t in SWEEP_TARGETS if t in set(base.targets) | new_t],
+                      seconds=base.seconds + extra.seconds)
+    out.counts = {k: v for k, v in base.counts.items() if k[1] not in new_t}
+    out.counts.update({k: v for k, v in extra.counts.items() if k[1] in new_t})
+    out.rows = [r for r in base.rows if r.target not in new_t] + [r for r in extra.rows if r.target in new_t]
+    return out
 
 
 def load_report(path: str) -> SweepResult:
