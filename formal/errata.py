@@ -7,6 +7,7 @@ The entries live beside the facts they qualify (one source of truth each):
 * ``specs/errata_layout.toml``  fragment-layout text errors (layouts)
 * ``specs/wmma_memory.toml``    wmma memory-semantics ambiguities
 * ``specs/errata_silicon.toml`` H100 findings: silicon vs text, or text silent
+* ``specs/errata_examples.toml`` the text's own examples that do not assemble (proofs/seed-examples.json)
 * ``specs/errata_peers.toml``   other projects' layouts / validity rules vs the text
 
 This module reads them all into one list (``ptx-formal errata``, ``proofs/ERRATA.md``).
@@ -26,6 +27,7 @@ SOURCES = (
     ("layout text", "errata_layout"),
     ("wmma memory", "wmma_memory"),
     ("silicon", "errata_silicon"),
+    ("text examples", "errata_examples"),
     ("peers", "errata_peers"),
 )
 
@@ -47,20 +49,59 @@ class Erratum:
     resolution: str      # what the project does
     evidence: list[str] = field(default_factory=list)
     severity: str = ""   # one of SEVERITIES, or READING
-    citations: list[dict] = field(default_factory=list)   # {ptx_isa, section, section_from_9_4}
+    citations: list[dict] = field(default_factory=list)   # {ptx_isa, section, numbers, renumbered, ...}
     witness: dict | None = None                           # silicon: {ptx, inputs, observed, expected, source}
+    tier: str = ""       # why this severity (required for silent-wrong-result and trap)
+    text: str = ""       # the sentence(s) of the text involved
+    text_is: str = ""    # "" (verbatim, checked against the seeds), or "paraphrase" / "figure" / "syntax"
+    examples: list[str] = field(default_factory=list)      # ids of proofs/seed-examples.json
+    raw: dict = field(default_factory=dict, repr=False)     # the entry as written (reports read it)
 
     @property
     def is_reading(self) -> bool:
         return self.severity == READING
 
+    @property
+    def is_peer(self) -> bool:
+        return self.source == "peers"
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d.pop("raw")
+        return d
+
+
+@dataclass
+class Withdrawn:
+    """An entry taken back, with the reason (listed apart; never counted)."""
+
+    id: str
+    file: str
+    summary: str
+    reason: str
+    checked: list[str] = field(default_factory=list)
+
+
+# Where PTX ISA versions number the warp-level matrix sections (9.7.14 in 9.1) differently.
+# 9.2: tcgen05 is still 9.7.16 there (third-party citations of "PTX ISA 9.2, section 9.7.16
+# TensorCore 5th Generation" / "9.7.16.3"), so the warp-level MMA sections keep 9.7.14.x;
+# 9.3: 9.7.15.x (citations of "PTX ISA 9.3 ... 9.7.15.5.10", "9.7.15.5.14 Multiply-and-Accumulate
+# Instruction: mma"); 9.4: 9.7.16.x ("version 9.4, section 9.7.16.5.8 / 9.7.16.5.14 / 9.7.16.5.15").
+# No copy of the 9.5 text was found: its numbering is not given.  Table and figure numbers are
+# those of 9.1 only (they move between releases; no newer numbering was verified).
+RENUMBERING = (("9.2", "9.7.14"), ("9.3", "9.7.15"), ("9.4", "9.7.16"))
+_SEC = re.compile(r"\b9\.7\.14((?:\.\d+)*(?:\.x)?)")
+
+
+def renumber(text: str, version: str) -> str:
+    """``text`` with every 9.7.14.x section number as PTX ISA ``version`` numbers it."""
+    new = dict(RENUMBERING)[version]
+    return _SEC.sub(lambda m: new + m.group(1), text)
 
 
 def citations(section: str, ptx_isa: str) -> list[dict]:
-    """Each ';'-separated citation of a section field with the PTX ISA version its number
-    refers to; 9.7.14.x citations also get their number from PTX ISA 9.4 on (9.7.16.x)."""
+    """Each ';'-separated citation of a section field with the PTX ISA version its numbers
+    refer to, and every 9.7.14.x number in it (not only the first) as 9.3 and 9.4 number it."""
     parts, depth, cur = [], 0, ""
     for ch in str(section):             # split at top-level ';' only ("9.7.14.6.3 (Syntax; Notes)")
         depth += {"(": 1, ")": -1}.get(ch, 0)
@@ -75,19 +116,51 @@ def citations(section: str, ptx_isa: str) -> list[dict]:
         if not part:
             continue
         m = re.match(r"(\d+(?:\.\d+)+)", part)
-        later = None
-        if m and m.group(1).startswith("9.7.14"):
-            later = "9.7.16" + m.group(1)[len("9.7.14"):]
+        numbers = re.findall(r"\b\d+\.\d+(?:\.\d+)+\b", part)
+        later = {}
+        secs = [n for n in numbers if n.startswith("9.7.14")]
+        if secs:
+            later = {v: ", ".join(renumber(n, v) for n in secs) for v, n in RENUMBERING if n != "9.7.14"}
         # a citation of another document (e.g. the CUDA C++ Programming Guide) has no PTX ISA version
-        out.append({"ptx_isa": ptx_isa if m else None, "section": part, "section_from_9_4": later})
+        out.append({"ptx_isa": ptx_isa if m else None, "section": part, "numbers": numbers,
+                    "renumbered": later, "section_from_9_4": later.get("9.4")})
     return out
 
 
 def cite(c: dict) -> str:
     s = f"PTX ISA {c['ptx_isa']} {c['section']}" if c["ptx_isa"] else c["section"]
-    if c.get("section_from_9_4"):
-        s += f" (= {c['section_from_9_4']} from PTX ISA 9.4)"
+    if c.get("renumbered"):
+        s += " (" + "; ".join(f"{v} in PTX ISA {k}" for k, v in c["renumbered"].items()) + ")"
     return s
+
+
+def _norm_quote(s: str) -> str:
+    """Text as the seeds render it and as errata quote it, made comparable: markdown markup
+    (backticks, links, emphasis underscores, table bars), quotes and whitespace dropped."""
+    s = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", s)
+    s = re.sub(r"(?<![A-Za-z0-9])_([A-Za-z0-9_]+?)_(?![A-Za-z0-9])", r"\1", s)
+    s = s.replace("\\_", "_").replace("`", "").replace("*", "").replace("|", " ").replace("\u2019", "'")
+    s = re.sub(r"\s*\.\.\s*", "..", s)
+    return " ".join(s.split()).lower()
+
+
+def quote_fragments(text: str) -> list[str]:
+    """The verbatim pieces of a `text` field: split at ' ... ' (an omission), each stripped of
+    surrounding quotes and of a leading label ('Syntax:', 'Example:', 'Examples:', 'PTX ISA
+    Notes:', 'Target ISA Notes:')."""
+    out = []
+    for part in re.split(r"\s*(?:\.\.\.|\u2026)\s*", text):
+        part = part.strip().strip("'\"").strip()
+        part = re.sub(r"^(Syntax|Examples?|PTX ISA Notes|Target ISA Notes)\s*:\s*", "", part)
+        if len(part) >= 8:
+            out.append(part)
+    return out
+
+
+def unquoted(text: str, corpus: str) -> list[str]:
+    """The fragments of ``text`` that are not in ``corpus`` (the seed texts), verbatim up to markup."""
+    n = _norm_quote(corpus)
+    return [f for f in quote_fragments(text) if _norm_quote(f) not in n]
 
 
 def _probe_witness(pid: str) -> dict:
@@ -153,9 +226,38 @@ def _evidence(e: dict) -> list[str]:
     if e.get("file"):
         out.append(f"{e.get('peer', 'peer')}: {e['file']} line {e.get('line')} at {e.get('commit')}; "
                    f"upstream: {e.get('upstream_status', '?')}")
+    for x in e.get("checked", []):
+        out.append(f"re-checked: {x}")
+    for x in e.get("examples", []):
+        out += _example_evidence(x)
     for k in ("witness", "hardware"):
         if e.get(k) and isinstance(e[k], str):
             out.append(f"{k}: {e[k]}")
+    return out
+
+
+@lru_cache(maxsize=1)
+def seed_examples() -> dict:
+    """proofs/seed-examples.json by example id ({} where the checkout has no proofs/)."""
+    from .specdata import spec_dir
+
+    path = spec_dir().parent / "proofs" / "seed-examples.json"
+    try:
+        with open(path) as f:
+            return {x["id"]: x for x in json.load(f)["examples"]}
+    except OSError:
+        return {}
+
+
+def _example_evidence(xid: str) -> list[str]:
+    x = seed_examples().get(xid)
+    if not x:
+        return [f"example {xid} (proofs/seed-examples.json)"]
+    out = []
+    for v in x["verdicts"]:
+        verdict = "accepted" if v["accepted"] else "rejected: " + "; ".join(v["messages"][:2])
+        out.append(f"ptxas {v['ptxas']} {v['target']} PTX {v['ptx']}: example {xid} ({x['seed'][:3]} line {x['line']}, "
+                   f"`{' '.join(x['instruction'].split())}`) assembled as written with its declarations: {verdict}")
     return out
 
 
@@ -174,7 +276,19 @@ def all_errata() -> list[Erratum]:
             out.append(Erratum(str(e["id"]), label, f"specs/{name}.toml", str(e.get("kind", "reading")),
                                section, " ".join(str(summary).split()),
                                " ".join(str(resolution).split()), _evidence(e), str(e.get("severity", "")),
-                               citations(section, str(doc.get("ptx_isa", ""))), witness))
+                               citations(section, str(doc.get("ptx_isa", ""))), witness,
+                               " ".join(str(e.get("tier", "")).split()), str(e.get("text", "")),
+                               str(e.get("text_is", "")), list(e.get("examples", [])), dict(e)))
+    return out
+
+
+def withdrawn() -> list[Withdrawn]:
+    """Entries taken back ([[withdrawn]] in any errata file), with the reason."""
+    out = []
+    for _, name in SOURCES:
+        for w in load_spec(name).get("withdrawn", []):
+            out.append(Withdrawn(str(w["id"]), f"specs/{name}.toml", " ".join(str(w.get("summary", "")).split()),
+                                 " ".join(str(w["reason"]).split()), list(w.get("checked", []))))
     return out
 
 
@@ -192,6 +306,11 @@ def _entry_md(e: Erratum) -> list[str]:
     sev = "reading" if e.is_reading else SEVERITY_LABEL.get(e.severity, e.severity)
     lines = [f"### {e.id}  [{sev}; {e.kind}]", "", e.summary, "",
              "*Cites:* " + "; ".join(cite(c) for c in e.citations)]
+    if e.text:
+        label = "the text (PTX ISA " + (e.citations[0]["ptx_isa"] or "9.1") + ")" if e.citations else "the text"
+        lines += ["", f"*{label}{', ' + e.text_is if e.text_is else ', verbatim'}:* " + " ".join(e.text.split())]
+    if e.tier:
+        lines += ["", f"*Tier:* {e.tier}"]
     if e.resolution:
         lines += ["", f"*ptx-formal:* {e.resolution}"]
     if e.witness:
@@ -210,6 +329,22 @@ def _entry_md(e: Erratum) -> list[str]:
     return lines
 
 
+def _counts(es: list[Erratum]) -> str:
+    return ", ".join(f"{sum(e.severity == s for e in es)} {SEVERITY_LABEL[s]}" for s in SEVERITIES)
+
+
+def headline(errata: list[Erratum] | None = None) -> str:
+    """The counts, the project's own errata (NVIDIA's text, ptxas, silicon) and the peers' apart."""
+    errata = errata if errata is not None else all_errata()
+    errs = [e for e in errata if not e.is_reading]
+    own = [e for e in errs if not e.is_peer]
+    peers = [e for e in errs if e.is_peer]
+    wd = withdrawn()
+    return (f"{len(own)} errata of the PTX ISA text, ptxas and the H100 ({_counts(own)}); "
+            f"{len(peers)} errata of peer projects ({_counts(peers)}); "
+            f"{len(errata) - len(errs)} readings; {len(wd)} withdrawn.")
+
+
 def markdown(errata: list[Erratum] | None = None) -> str:
     errata = errata if errata is not None else all_errata()
     lines = ["# ptx-formal errata", "",
@@ -217,23 +352,30 @@ def markdown(errata: list[Erratum] | None = None) -> str:
              "silicon (H100), NVIDIA's assembler and the PTX ISA text disagree, or where the text contradicts "
              "itself or is silent, with its severity, what ptx-formal does, the evidence and, for silicon, a "
              "minimal witness. Section numbers are those of PTX ISA 9.1 (the version of the text the project "
-             "transcribes); from PTX ISA 9.4 on, 9.7.14.x is numbered 9.7.16.x (given in parentheses). The "
+             "transcribes); every 9.7.14.x number is also given as PTX ISA 9.3 (9.7.15.x) and 9.4 (9.7.16.x) number it; "
+             "table and figure numbers are those of 9.1. The "
              "project's own modelling choices are listed apart, under Readings. The entries live in the spec "
              "files named below, next to the facts they qualify.", ""]
     errs = [e for e in errata if not e.is_reading]
-    counts = ", ".join(f"{sum(e.severity == s for e in errs)} {SEVERITY_LABEL[s]}" for s in SEVERITIES)
-    lines += [f"{len(errs)} errata ({counts}); {len(errata) - len(errs)} readings.", ""]
-    for sev in SEVERITIES:
-        group = [e for e in errs if e.severity == sev]
-        if not group:
-            continue
-        lines += [f"## {SEVERITY_LABEL[sev]} ({len(group)})", ""]
-        for label, name in SOURCES:
-            for e in (x for x in group if x.source == label):
-                lines += _entry_md(e)
+    lines += [headline(errata), ""]
+    for peers in (False, True):
+        for sev in SEVERITIES:
+            group = [e for e in errs if e.severity == sev and e.is_peer == peers]
+            if not group:
+                continue
+            lines += [f"## {'peers: ' if peers else ''}{SEVERITY_LABEL[sev]} ({len(group)})", ""]
+            for label, name in SOURCES:
+                for e in (x for x in group if x.source == label):
+                    lines += _entry_md(e)
     rd = [e for e in errata if e.is_reading]
     if rd:
         lines += [f"## Readings: the project's modelling choices ({len(rd)})", ""]
         for e in rd:
             lines += _entry_md(e)
+    wd = withdrawn()
+    if wd:
+        lines += [f"## Withdrawn ({len(wd)})", ""]
+        for w in wd:
+            lines += [f"### {w.id}  [withdrawn; {w.file}]", "", w.summary, "", f"*Why withdrawn:* {w.reason}", ""]
+            lines += [f"- checked: {x}" for x in w.checked] + [""]
     return "\n".join(lines).rstrip() + "\n"

@@ -3,6 +3,8 @@ status, and the layout witnesses are re-derived here with ptx-formal's audits.""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from formal.transform import atom, cute
@@ -22,10 +24,28 @@ def _rep(form, op, tv):
 
 
 def test_every_entry_is_cited():
-    assert len(ENTRIES) == 7
+    assert len(ENTRIES) == 6
     for e in ENTRIES.values():
-        for k in ("file", "line", "commit", "upstream_status", "witness", "summary", "section"):
+        for k in ("file", "line", "commit", "upstream_status", "witness", "summary", "section", "checked"):
             assert e.get(k), (e["id"], k)
+        # re-checked at the newest revision stored: a commit, and an honest status
+        assert re.fullmatch(r"[0-9a-f]{40}", e["commit"]), e["id"]
+        assert e["upstream_status"].startswith(("open", "fixed")), e["id"]
+        assert "not resolved" not in str(e["line"]) and "could not" not in str(e["line"]), e["id"]
+
+
+def test_llvm_entries_give_line_numbers_and_the_fix():
+    for i in ("P-LLVM-WMMA-SP-SELECTORS", "P-LLVM-WMMA-SP-F8F6F4-MIXED-ACC"):
+        e = ENTRIES[i]
+        assert re.match(r"\d+-\d+", e["line"]) and e["commit"].startswith("0179af46")
+        assert "000d27c9" in e["upstream_status"] and e["upstream_status"].startswith("fixed")
+
+
+def test_the_wrong_llvm_entry_is_withdrawn_with_its_reason():
+    w = {x["id"]: x for x in load_spec("errata_peers").get("withdrawn", [])}
+    assert "P-LLVM-WMMA-SM120A-PTX86" in w and "P-LLVM-WMMA-SM120A-PTX86" not in ENTRIES
+    r = w["P-LLVM-WMMA-SM120A-PTX86"]["reason"]
+    assert "ptx_version < 87" in r and "line 1087" in r and "does not support .target sm_120a" in r
 
 
 def test_k128_b1_a_stride_nested_too_deep():

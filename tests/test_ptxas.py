@@ -326,6 +326,19 @@ def test_cli_ptxas_check():
 
 @needs_ptxas
 @pytest.mark.ptxas
+@pytest.mark.parametrize("target", S.FAMILY_TARGETS)
+def test_cli_ptxas_check_family_targets_are_explained(target):
+    # .kind::f8f6f4 with fp8 operands on every family-specific target: agree, or an erratum names it
+    out = io.StringIO()
+    with redirect_stdout(out):
+        rc = main(["ptxas-check", "mma.sync.aligned.m16n8k32.row.col.kind::f8f6f4.f32.e4m3.e4m3.f32", "-t", target])
+    assert rc == 0 and "no erratum" not in out.getvalue(), out.getvalue()
+    if target in ("sm_100f", "sm_103f", "sm_110f"):
+        assert "erratum E-KIND-F8F6F4-SM10X" in out.getvalue()
+
+
+@needs_ptxas
+@pytest.mark.ptxas
 def test_cli_ptxas_check_unexplained_is_exit_1(monkeypatch):
     monkeypatch.setattr(S, "errata", lambda: ())
     with redirect_stdout(io.StringIO()):

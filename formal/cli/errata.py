@@ -26,6 +26,10 @@ def cmd_errata(args) -> int:
         es = [e for e in es if e.id == args.id]
         if not es:
             raise BadArgument(f"no erratum with id {args.id!r}")
+    if args.report:
+        return _report(args, es)
+    if args.out:
+        raise BadArgument("--out goes with --report all (the directory the reports are written to)")
     if args.write:
         from . import check_writable
 
@@ -44,6 +48,33 @@ def cmd_errata(args) -> int:
     return 0
 
 
+def _report(args, es) -> int:
+    from ..errata_report import is_strong, report, strong_errata, write_all
+
+    if args.report == "all":
+        if not args.out:
+            raise BadArgument("--report all needs --out DIR (one file per erratum)")
+        out = Path(args.out)
+        if out.exists() and not out.is_dir():
+            raise BadArgument(f"--out {args.out}: exists and is not a directory")
+        if not out.parent.is_dir():
+            raise BadArgument(f"--out {args.out}: the directory {out.parent} does not exist")
+        paths = write_all(str(out))
+        print(f"wrote {len(paths)} reports to {out}")
+        return 0
+    if args.out:
+        raise BadArgument("--out goes with --report all; --report ID prints to stdout")
+    hit = [e for e in es if e.id == args.report]
+    if not hit:
+        raise BadArgument(f"no erratum with id {args.report!r}")
+    if not is_strong(hit[0]):
+        strong = ", ".join(e.id for e in strong_errata()[:3])
+        raise BadArgument(f"{args.report} has no reproducer NVIDIA's tools run (a reading, a peer's erratum or a "
+                          f"documentation note); reports exist for the strong errata, e.g. {strong}")
+    print(report(hit[0]), end="")
+    return 0
+
+
 def register(sub) -> None:
     p = sub.add_parser("errata", help="the errata list: where silicon, ptxas and the PTX text disagree",
                        description="Every erratum of the project (specs/errata*.toml, wmma memory readings, "
@@ -54,4 +85,9 @@ def register(sub) -> None:
     p.add_argument("--id", default=None, help="show one erratum in full")
     p.add_argument("--json", action="store_true")
     p.add_argument("--write", default=None, metavar="FILE", help="write the markdown list (proofs/ERRATA.md)")
+    p.add_argument("--report", default=None, metavar="ID|all",
+                   help="an upstream-ready report of a strong erratum (the text quoted and versioned, what ptxas / the "
+                        "silicon does, a complete .ptx reproducer with the ptxas verdict, inputs and observed outputs, "
+                        "severity, who is affected); 'all' with --out DIR writes one file per strong erratum")
+    p.add_argument("--out", default=None, metavar="DIR", help="with --report all: the directory for the reports")
     p.set_defaults(func=cmd_errata)

@@ -10,6 +10,7 @@ import json
 import sys
 
 from .. import catalog as cat
+from ..catalog.sweep import SWEEP_TARGETS
 
 
 def _ptxases(which: list[str] | None):
@@ -162,8 +163,8 @@ def register(sub) -> None:
                                            "PTX boundaries, near-misses, selectors, wmma spellings)",
                        description="Compare the catalog with ptxas over the whole space; exit 1 if a disagreement "
                                    "is not listed in specs/errata.toml.")
-    p.add_argument("--targets", nargs="*", default=None, help="default: sm_75 sm_80 sm_86 sm_89 sm_90 sm_90a "
-                                                              "sm_100a sm_103a sm_110a sm_120 sm_120a sm_120f sm_121a")
+    p.add_argument("--targets", nargs="*", default=None, help="default: " + " ".join(SWEEP_TARGETS)
+                   + " (every family-specific target ptxas knows)")
     p.add_argument("--ptx", default=None, help="PTX ISA version (default: the highest each ptxas accepts)")
     p.add_argument("--ptxas", nargs="*", default=None, help="which ptxas (default: every installation found)")
     p.add_argument("--categories", nargs="*", default=None,
