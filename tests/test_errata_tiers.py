@@ -84,6 +84,26 @@ def test_ldsm_subbyte_faults_on_what_the_text_allows():
     assert w["status"] == "fault" and w["stride"] == 40 and _text_legal(w) == (True, True)
 
 
+def test_ldsm_row_alignment_faults_include_text_legal_accesses():
+    sass = {k["kernel"]: k["sass"] for k in DOC["kernels"]}
+    sel = [p for p in PROBES if p["space"] in ("shared", "shared::cta")
+           and any(o.startswith("LDSM") for o in sass[p["kernel"]]) and p["family"].split(".")[-1] in ("f16", "bf16", "s8", "u8")]
+    faults = [p for p in sel if p["status"] == "fault"]
+    assert (len(sel), len(faults)) == (968, 456)
+    legal = [_text_legal(p) for p in faults[::3]]                 # a third here; the counts below are the record's
+    assert any(r for r, _ in legal) and any(e for _, e in legal)
+    assert "80 (registers reading) / 100 (elements reading) of the 456" in ES["shared-ldsm-row-alignment"].tier
+
+
+@pytest.mark.slow
+def test_ldsm_row_alignment_text_legal_fault_counts():
+    sass = {k["kernel"]: k["sass"] for k in DOC["kernels"]}
+    faults = [p for p in PROBES if p["space"] in ("shared", "shared::cta") and p["status"] == "fault"
+              and any(o.startswith("LDSM") for o in sass[p["kernel"]]) and p["family"].split(".")[-1] in ("f16", "bf16", "s8", "u8")]
+    legal = [_text_legal(p) for p in faults]
+    assert (sum(r for r, _ in legal), sum(e for _, e in legal)) == (80, 100)
+
+
 # ---- witnesses that decide ------------------------------------------------------------------------
 
 PROBE_EV = {r["id"]: r for r in json.loads((ROOT / "proofs/evidence/numerics_probes_h100.json").read_text())["results"]}

@@ -9,7 +9,7 @@ from ..catalog import BadArgument
 
 
 def cmd_errata(args) -> int:
-    from ..errata import READING, SEVERITIES, SOURCES, all_errata, markdown
+    from ..errata import READING, SEVERITIES, SOURCES, all_errata, headline, markdown
 
     es = all_errata()
     if args.severity:
@@ -44,7 +44,8 @@ def cmd_errata(args) -> int:
     else:
         for e in es:
             print(f"{e.id:34s} {e.source:12s} {e.severity:19s} {e.summary[:100]}")
-        print(f"# {len(es)} errata")
+        filtered = args.severity or args.source
+        print(f"# {len(es)} entries" + ("" if filtered else f" -- {headline()}"))
     return 0
 
 
