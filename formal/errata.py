@@ -228,6 +228,10 @@ def _evidence(e: dict) -> list[str]:
                    f"upstream: {e.get('upstream_status', '?')}")
     for x in e.get("checked", []):
         out.append(f"re-checked: {x}")
+    for k, v in (e.get("decided_elsewhere") or {}).items():
+        out.append(f"alternative '{k}' decided outside the probes: {v}")
+    if e.get("alternative_refuted"):
+        out.append(f"what the witness rules out: {e['alternative_refuted']}")
     for x in e.get("examples", []):
         out += _example_evidence(x)
     for k in ("witness", "hardware"):

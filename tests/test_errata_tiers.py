@@ -118,6 +118,14 @@ def test_witness_probes_refute_an_alternative():
         alternatives = [k for k in r["predictions"] if k != "sm_90"]
         if alternatives:
             assert set(alternatives) - set(r["matching"]), (e["id"], pid, "matches every alternative: decides nothing")
+        # the probes the entry names decide together: every alternative any of them predicts is refuted
+        # by one of them, or the entry says where else it is decided
+        named = [pid] + [x for x in re.findall(r"\b([A-Z][A-Za-z0-9_]*)\b", e.get("witness", "")) if x in PROBE_EV]
+        alts = {k for x in named for k in PROBE_EV[x]["predictions"] if k != "sm_90"}
+        refuted = {k for x in named for k in PROBE_EV[x]["predictions"] if k != "sm_90" and k not in PROBE_EV[x]["matching"]}
+        assert alts - refuted <= set(e.get("decided_elsewhere", {})), (e["id"], alts - refuted)
+        if not alts:
+            assert e.get("alternative_refuted"), (e["id"], "no alternative predicted: say what the observation rules out")
     z = next(e for e in load_spec("errata_silicon")["erratum"] if e["id"] == "S-ZERO-SIGN")
     r = PROBE_EV[z["witness_probe"]]
     assert "IEEE zero signs" in r["predictions"] and "IEEE zero signs" not in r["matching"]
