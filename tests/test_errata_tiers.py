@@ -90,7 +90,7 @@ def test_ldsm_row_alignment_faults_include_text_legal_accesses():
            and any(o.startswith("LDSM") for o in sass[p["kernel"]]) and p["family"].split(".")[-1] in ("f16", "bf16", "s8", "u8")]
     faults = [p for p in sel if p["status"] == "fault"]
     assert (len(sel), len(faults)) == (968, 456)
-    legal = [_text_legal(p) for p in faults[::3]]                 # a third here; the counts below are the record's
+    legal = [_text_legal(p) for p in faults[::12]]                # a sample here; every one in the slow test below
     assert any(r for r, _ in legal) and any(e for _, e in legal)
     assert "80 (registers reading) / 100 (elements reading) of the 456" in ES["shared-ldsm-row-alignment"].tier
 
