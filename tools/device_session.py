@@ -230,8 +230,28 @@ def step_hw_tiny(out, gpu):
             "errors": rec["errors"]}
 
 
+def step_inplace(out, gpu):
+    """The in-place / chained wmma kernels (tests/data/kernels_inplace) on the GPU (tools/run_kernels_h100.py)."""
+    import subprocess
+
+    d = os.path.join(out, "inplace")
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "run_kernels_h100.py"), "--corpus",
+                        os.path.join(ROOT, "tests", "data", "kernels_inplace"), "--out", d],
+                       capture_output=True, text=True, timeout=300)
+    return {"rc": r.returncode, "tail": r.stdout[-600:] + r.stderr[-600:]}
+
+
+def step_selector_oob(out, gpu):
+    """Every out-of-range sparsity selector ptxas accepts, one process per case (tools/selector_oob_probe.py)."""
+    import subprocess
+
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "selector_oob_probe.py"),
+                        os.path.join(out, "selector_oob.json")], capture_output=True, text=True, timeout=300)
+    return {"rc": r.returncode, "tail": r.stdout[-800:] + r.stderr[-800:]}
+
+
 # wmma last: one of its probes may fault on purpose (a stride legal under one reading only)
-STEPS = {"wgmma": step_wgmma, "gec": step_gec, "hw_tiny": step_hw_tiny, "hw": step_hw, "selector": step_selector, "metadata": step_metadata, "transform": step_transform, "numerics": step_numerics,
+STEPS = {"inplace": step_inplace, "selector_oob": step_selector_oob, "wgmma": step_wgmma, "gec": step_gec, "hw_tiny": step_hw_tiny, "hw": step_hw, "selector": step_selector, "metadata": step_metadata, "transform": step_transform, "numerics": step_numerics,
          "vectors": step_vectors, "wmma": step_wmma, "wmma_align": step_wmma_align,
          "cuda_template": step_cuda_template}
 
