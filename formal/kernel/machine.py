@@ -32,6 +32,21 @@ class KernelError(Exception):
     """Bad input discovered while running (a parameter the spec does not give, ...)."""
 
 
+# instruction steps before a run is stopped (``--max-steps``): the corpus's longest launch
+# (one 128x128 tile with K = 1024) takes 3,990; a loop that does not end stops here
+DEFAULT_MAX_STEPS = 200_000
+
+
+class StepLimit(Unsupported):
+    """The run did not finish within the step bound (a loop that does not end, or a launch
+    longer than ``max_steps``): exit 3, with the line where execution was."""
+
+    def __init__(self, line: int, instruction: str, max_steps: int):
+        self.max_steps = max_steps
+        super().__init__(line, instruction, f"stopped after {max_steps} instruction steps (the bound --max-steps "
+                                            f"{max_steps}): execution was at this line; a loop that does not end?")
+
+
 @dataclass
 class Witness:
     kind: str
@@ -94,6 +109,11 @@ class Machine:
         self.instrs = self.fn.instrs
         self.witnesses: list[Witness] = []
         self.counts: dict[str, int] = {}
+        self.issues: list[Witness] = []          # deferred witnesses (Machine.issue)
+        self._issue_at: dict = {}
+        self._reported: set[int] = set()
+        self.exe = None                          # threads executing the current instruction
+        self._init_all: set[str] = set()         # registers every launched thread has written
         self.executed = 0
         self._setup_threads(ctas)
         self._setup_memory(inputs or {})
@@ -174,7 +194,7 @@ class Machine:
                 # every element's bytes carry (buffer, element, byte)
                 eb = max(b.bits // 8, 1)
                 idx = np.arange(b.span)
-                t = TG.make(TG.ELEM, i + 1, idx[:, None], np.arange(eb)[None, :])
+                t = TG.make(TG.ELEM, i + 1, idx[:, None], np.arange(eb)[None, :], fmt=TG.fmt_code(b.type))
                 self.heap.tags[o:o + b.span * eb] = t.ravel()[: nb]
         for v in gvars:
             if v.init:
@@ -270,6 +290,40 @@ class Machine:
         self.witnesses.append(Witness(kind, cta, int(self.warp[t]), int(self.lane[t]), ins.line, ins.text, register,
                                       arrived, wanted, path))
 
+    def issue(self, where, kind: str, ins: Instr, t: int, register: str = "", arrived: str = "", wanted: str = "",
+              path=None) -> int:
+        """A witness kept back until the value it concerns reaches a stored output (a wrong
+        value nobody stores is no observable difference).  One per ``where`` (an instruction
+        and what went wrong there); returns its number (>= 1) for tags / accumulators."""
+        i = self._issue_at.get(where)
+        if i is not None:
+            return i
+        if len(self.issues) >= TG.MAX_ISSUE:
+            return TG.MAX_ISSUE
+        t = int(t)
+        cta = self.ctas[int(self.slot[t])]
+        if path is None:
+            path = self.path_of(register, t) if register else [(ins.line, ins.text)]
+        self.issues.append(Witness(kind, cta, int(self.warp[t]), int(self.lane[t]), ins.line, ins.text, register,
+                                   arrived, wanted, path))
+        i = self._issue_at[where] = len(self.issues)
+        return i
+
+    def report(self, i: int, note: str = "") -> None:
+        """A deferred witness whose value reached an output: now a witness."""
+        i = int(i)
+        if i <= 0 or i in self._reported or i > len(self.issues):
+            return
+        self._reported.add(i)
+        w = self.issues[i - 1]
+        self.counts[w.kind] = self.counts.get(w.kind, 0) + 1
+        if sum(1 for x in self.witnesses if x.kind == w.kind) >= self.MAX_WITNESSES:
+            return
+        if note:
+            w = Witness(w.kind, w.cta, w.warp, w.lane, w.line, w.instruction, w.register, w.arrived + note, w.wanted,
+                        w.path)
+        self.witnesses.append(w)
+
     def path_of(self, reg: str, t: int, limit: int = 24) -> list:
         """The instructions a register's value came through, in program order: the last
         writers of the register and of its sources, the stores a load read from, and the
@@ -353,15 +407,35 @@ class Machine:
         return None
 
     def get(self, name: str, ins: Instr) -> np.ndarray:
+        """A register read by the threads executing ``ins`` (``self.exe``): a thread that never
+        wrote it reads an undefined value -- an ``undefined`` witness, never a zero."""
         v = self.regs.get(name)
         if v is not None:
+            if name not in self._init_all and self.exe is not None:
+                self._uninit(name, ins)
             return v
         s = self.special(name, ins)
         if s is not None:
             return s
         self.width(name, ins)
+        if self.exe is not None:
+            self._uninit(name, ins)
         v = self.regs[name] = np.zeros(self.T, dtype=bool if self.fn.regs[name] == 1 else U64)
         return v
+
+    def _uninit(self, name: str, ins: Instr) -> None:
+        lw = self.lastw.get(name)
+        if lw is not None and (lw[self.valid] >= 0).all():
+            self._init_all.add(name)
+            return
+        bad = self.exe & (True if lw is None else (lw < 0))
+        if np.any(bad):
+            t = int(np.flatnonzero(bad)[0])
+            self.witness("undefined", ins, t, name, f"{name} is read before any instruction wrote it "
+                         "(an undefined value)", "every register written before it is read")
+            if lw is None:
+                lw = self.lastw[name] = np.full(self.T, -1, dtype=np.int32)
+            lw[bad] = -2                                 # one witness per register and thread
 
     def get_tags(self, name: str):
         return self.tags.get(name)
@@ -378,7 +452,9 @@ class Machine:
         if full:
             self.regs[name] = np.broadcast_to(val, (self.T,)).copy()
         else:
-            old = self.get(name, ins)
+            old = self.regs.get(name)
+            if old is None:
+                old = np.zeros(self.T, dtype=bool if w == 1 else U64)
             self.regs[name] = np.where(mask, val, old)
         if self.check and w > 1:
             nb = (w + 7) // 8
@@ -449,13 +525,16 @@ class Machine:
         return None
 
     # ------------------------------------------------------------------ run
-    def run(self, max_steps: int = 50_000_000) -> None:
+    def run(self, max_steps: int | None = None) -> None:
         from .execute import execute
         n = len(self.instrs)
         pc = np.zeros(self.T, dtype=np.int64)
         alive = self.valid.copy()
         self.pc, self.alive = pc, alive
         steps = 0
+        max_steps = DEFAULT_MAX_STEPS if max_steps is None else int(max_steps)
+        if max_steps < 1:
+            raise SpecError(f"the step bound must be at least 1, got {max_steps}")
         uniform = True
         while True:
             if uniform:
@@ -476,12 +555,14 @@ class Machine:
             ins = self.instrs[p]
             exe = mask
             if ins.pred is not None:
+                self.exe = mask
                 pv = np.asarray(self.get(ins.pred, ins), dtype=bool)
                 exe = mask & (~pv if ins.pred_neg else pv)
             steps += 1
             if steps > max_steps:
-                raise Unsupported(ins.line, ins.text, f"more than {max_steps} instruction steps (a loop that does not end?)")
+                raise StepLimit(ins.line, ins.text, max_steps)
             self.executed += 1
+            self.exe = exe
             jump = execute(self, p, ins, exe, mask)
             if jump is None and ins.head not in ("ret", "exit"):
                 if uniform:
