@@ -153,11 +153,14 @@ def _bar(m, p, ins, exe):
     if len(ins.ops) > 1:
         raise Unsupported(ins.line, ins.text, "barrier with a thread count")
     slots = np.unique(m.slot[exe])
-    for s in slots:
-        in_cta = m.slot == s
-        if (m.alive & in_cta & ~exe).any():
-            t = int(np.flatnonzero(m.alive & in_cta & ~exe)[0])
-            m.witness("undefined", ins, t, arrived="this thread of the CTA does not execute the barrier",
+    here = np.zeros(len(m.ctas), bool)
+    here[slots] = True
+    bad = m.alive & ~exe & here[m.slot]           # one pass over the launch, not one per CTA
+    if bad.any():
+        bt = np.flatnonzero(bad)
+        _, first = np.unique(m.slot[bt], return_index=True)
+        for t in bt[first]:
+            m.witness("undefined", ins, int(t), arrived="this thread of the CTA does not execute the barrier",
                       wanted="every live thread of the CTA reaches bar.sync (9.7.13.1)")
     m.epoch[slots] += 1
     return None
@@ -684,6 +687,7 @@ def _st(m, p, ins, exe):
     t, w, nv, eb, srcs, space, tidx, addr = _access(m, ins, exe, ins.ops[1], ins.ops[0])
     data = np.zeros((len(tidx), nv * eb), dtype=np.uint8)
     tg = np.zeros((len(tidx), nv * eb), np.int64) if m.check else None
+    ub = None
     for j, o in enumerate(srcs):
         v = m.value(o, ins, w)[tidx] if o is not None else np.zeros(len(tidx), U64)
         data[:, j * eb:(j + 1) * eb] = _val_to_bytes(v, eb)
@@ -691,7 +695,13 @@ def _st(m, p, ins, exe):
             to = m.optags(o)
             if to is not None:
                 tg[:, j * eb:(j + 1) * eb] = to[tidx, :eb]
-    _write_bytes(m, ins, p, space, addr, tidx, data, tg)
+        uo = m.undef_of(o.name, tidx) if isinstance(o, Reg) else None
+        if uo is not None and uo.any():              # each register's bytes keep their own origin
+            if ub is None:
+                ub = np.zeros((len(tidx), nv * eb), np.int32)
+            ub[:, j * eb:(j + 1) * eb] = uo[:, None]
+    _write_bytes(m, ins, p, space, addr, tidx, data, tg, udef=ub if ub is not None else
+                 np.zeros((len(tidx), nv * eb), np.int32))
     if m.prov is not None:
         m.prov.on_store(ins, p, space, addr, tidx, eb, nv, srcs)
     return None
@@ -807,6 +817,7 @@ def _ldmatrix(m, p, ins, exe):
     flat_t = np.broadcast_to(tids[:, :, None, None], ea.shape).ravel()
     if ins.head == "ldmatrix":
         data, tg, srcs = _read_bytes(m, ins, space, ea.ravel(), flat_t, eb)
+        m.spread_undef(tids)
         data = data.reshape(W, 32, st.nregs, st.epr, eb)
         sub = np.zeros(m.T, bool)
         sub[tids.ravel()] = True
@@ -841,6 +852,7 @@ def _ldmatrix(m, p, ins, exe):
                 data[:, :, j, e, b] = ((v >> U64(8 * (e * db + b))) & U64(0xFF)).astype(np.uint8)
                 if tg is not None and to is not None:
                     tg[:, :, j, e, b] = to[tids, e * db + b]
+    m.spread_undef(tids)
     _write_bytes(m, ins, p, space, ea.ravel(), flat_t, data.reshape(-1, eb),
                  None if tg is None else tg.reshape(-1, eb))
     return None
@@ -865,6 +877,7 @@ def _movmatrix(m, p, ins, exe):
                 tg[tids, 2 * e + b] = ta[src_t, 2 * se[None, :, e] + b]
     sub = np.zeros(m.T, bool)
     sub[tids.ravel()] = True
+    m.spread_undef(tids)
     m.put(_reg(ins.ops[0], ins), out, sub, ins, tg, p)
     return None
 
@@ -891,8 +904,14 @@ def _shfl(m, p, ins, exe):
         w, l = map(int, np.argwhere(ex & ~srcin)[0])
         m.witness("undefined", ins, tids[w, l], arrived=f"reads lane {int(src[w, l])}, which is not in membermask",
                   wanted="the source lane in membermask (9.7.9.6)")
+    uin = m._uin
     a = m.value(ins.ops[1], ins, 32)
     src_t = np.take_along_axis(tids, src, axis=1)
+    m._uin = uin                                # a's undefined lanes count where they are read from
+    if isinstance(ins.ops[1], Reg) and ins.ops[1].name in m.udef:
+        ua = np.zeros(m.T, np.int32)
+        ua[tids] = m.udef[ins.ops[1].name][src_t]
+        m.note_undef(np.arange(m.T), ua)
     d = np.zeros(m.T, dtype=U64)
     d[tids] = a[src_t]
     ta = m.optags(ins.ops[1])

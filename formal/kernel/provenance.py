@@ -184,7 +184,7 @@ class Provenance:
                 got = TG.fmt_name(int(have.reshape(W, -1)[w, k]))
                 from .execute import _encoded
                 i = m.issue((p, "type", operand), "wrong-type", ins, int(tids[w, lane[k]]), regs[int(reg[k])],
-                            f"operand {operand.upper()} element ({int(row[k])}, {int(col[k])}): "
+                            lambda: f"operand {operand.upper()} element ({int(row[k])}, {int(col[k])}): "
                             f"{self._describe(t0)} is {_encoded(m, t0, got)}; the instruction reads it as .{typ}",
                             f"{operand.upper()} elements encoded as .{typ} (the instruction's type), or converted to it")
                 sl = np.zeros((W, R, C), bool)
@@ -782,7 +782,7 @@ class Provenance:
         t, reg = self._holder(tids, w, hl[r, c], hr[r, c], regs)
         v = None if values is None else values[w, r, c]
         return self.m.issue((p, "c", arrived), kind, ins, t, reg,
-                            f"{arrived}: {self._describe(T[w, r, c], value=v, lay=lay)}", wanted)
+                            lambda: f"{arrived}: {self._describe(T[w, r, c], value=v, lay=lay)}", wanted)
 
     def _wit_prod(self, kind, ins, p, tids, T, bad, hl, hr, regs, which, kk, con, row_axis=True, values=None,
                   lay=None):
@@ -792,7 +792,7 @@ class Provenance:
         want = f"an element of {con.c.lhs if which == 'A' else con.c.rhs}"
         v = None if values is None else np.broadcast_to(values, bad.shape)[w, i, j]
         return self.m.issue((p, "operand", which), kind, ins, t, reg,
-                            f"operand {which}, k slot {kk}: {self._describe(T[w, i, j], value=v, lay=lay)}", want)
+                            lambda: f"operand {which}, k slot {kk}: {self._describe(T[w, i, j], value=v, lay=lay)}", want)
 
     def _wit_k(self, ins, p, tids, at, bt, bad, ha, hb, kk, K, con, am, ak, bk, bn, expected=None):
         w, i, j = map(int, np.argwhere(bad)[0])
@@ -806,10 +806,9 @@ class Provenance:
         else:
             blame_b = (a_k % K == kk) and (b_k % K != kk)
         t, reg = (tb, rb) if blame_b else (ta, ra)
-        path = self.m.path_of(reg, t)
-        path.append((ins.line, ins.text))
+        path = lambda: self.m.path_of(reg, t) + [(ins.line, ins.text)]  # noqa: E731
         return self.m.issue((p, "k"), "wrong-element", ins, t, reg,
-                            f"k slot {kk} pairs {self._describe(at[w, i, j])} with {self._describe(bt[w, i, j])}",
+                            lambda: f"k slot {kk} pairs {self._describe(at[w, i, j])} with {self._describe(bt[w, i, j])}",
                             f"{con.c.lhs}[{int(am[w, i, j])}][k] x {con.c.rhs}[k][{int(bn[w, i, j])}] with the same k "
                             f"(A brings k = {a_k}, B brings k = {b_k}; operand {'B' if blame_b else 'A'} is out of order)",
                             path=path)
@@ -819,7 +818,7 @@ class Provenance:
         t, reg = self._holder(tids, w, hl[i], hr[i], regs)
         a = int(ids[w, i, j])
         return self.m.issue((p, "mn"), "wrong-element", ins, t, reg,
-                            f"k slot {kk}: {self._describe(at[w, i, j])} x {self._describe(bt[w, i, j])} "
+                            lambda: f"k slot {kk}: {self._describe(at[w, i, j])} x {self._describe(bt[w, i, j])} "
                             f"(a product for ({int(am[w, i, j])}, {int(bn[w, i, j])}))",
                             f"products for the accumulator's element ({self.acc_m[a]}, {self.acc_n[a]})")
 
@@ -827,8 +826,8 @@ class Provenance:
         w, i, j = map(int, np.argwhere(bad)[0])
         t, reg = self._holder(tids, w, hl[i], hr[i], regs)
         return self.m.issue((p, "dup"), "duplicate-product", ins, t, reg,
-                            f"a second product {_CLASS_NAMES[int(cls[w, i, j])]} with k = {int(ak[w, i, j])} for "
-                            f"({int(am[w, i, j])}, {int(bn[w, i, j])}): {self._describe(at[w, i, j])}",
+                            lambda: f"a second product {_CLASS_NAMES[int(cls[w, i, j])]} with k = {int(ak[w, i, j])} "
+                            f"for ({int(am[w, i, j])}, {int(bn[w, i, j])}): {self._describe(at[w, i, j])}",
                             "each k once")
 
     # --------------------------------------------------------------- stores / verdict
