@@ -48,8 +48,13 @@ def mma(m, p, ins, exe, gw, thread_ids):
     a, b, c = gather("a"), gather("b"), gather("c")
     if m.mma_bits:
         from ..evaluate import EvalError, evaluate
+        from ..metadata.storage import UndefinedBehavior
         try:
             d = evaluate(form, a, b, c, e=e, sel=sel, arch=m.arch)
+        except UndefinedBehavior as ex:        # illegal metadata / selector: undefined behaviour, as in check
+            m.witness("undefined", ins, int(tids[0, 0]), ins.ops[4].name if isinstance(ins.ops[4], Reg) else "",
+                      f"sparse metadata / selector: {ex}", "legal metadata and selector (9.7.14.6)")
+            d = np.zeros((W, 32, ops["d"].count), dtype=np.uint64)
         except EvalError as ex:
             raise Unsupported(ins.line, ins.text, str(ex)) from None
     else:

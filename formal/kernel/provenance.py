@@ -384,9 +384,11 @@ class Provenance:
 
         # operand issues (a value read as another type, or carrying one) go to the accumulators
         # of the products they are in
-        carried = np.where(act, np.maximum(np.broadcast_to(Ai4, shape), np.broadcast_to(Bi4, shape)), 0)
+        a_, b_ = np.broadcast_to(Ai4, shape), np.broadcast_to(Bi4, shape)
+        carried = np.where(act, np.where(a_ > 0, a_, b_), 0)             # A's witness first
         if carried.any():
-            self._taint_max(ids, carried.max(axis=-1))
+            big = np.where(carried > 0, carried, np.iinfo(np.int64).max).min(axis=-1)
+            self._taint_max(ids, np.where(big == np.iinfo(np.int64).max, 0, big))
         bad_a = act & ~good_a
         if bad_a.any():
             kk, _ = first(bad_a)
@@ -883,7 +885,8 @@ class Provenance:
                     where = f"{b.name}[{']['.join(map(str, pos))}]" + (
                         f" (stored at line {m.instrs[src].line})" if src >= 0 else "")
                     m.report(int(i), f"; this value reaches {where}" if ex is None or own.any() else
-                             f"; wrong values of this instruction reach {where}")
+                             f"; this product's accumulator is not stored, but products of this instruction "
+                             f"with the same fault reach {where}")
             notacc = consider & written & (k_ != TG.ACC)
             if notacc.any():
                 pos = tuple(int(x) for x in np.argwhere(notacc)[0])
