@@ -93,6 +93,7 @@ def read_as(m, ins, p, op, tags, vals, typ: str, offset: int = 0, what: str = "t
     reg = op.name if isinstance(op, Reg) else ""
     desc = m.prov._describe(t0) if m.prov is not None else "a value"
     got = TG.fmt_name(int(have[k]))
+    from .provenance import _encoded
     i = m.issue((p, "type", reg, offset), "wrong-type", ins, t, reg,
                 f"{what} {desc} is {_encoded(m, t0, got)}; this instruction reads it as .{typ}"
                 + ("" if TG.byte(t0) == 0 and w <= TG.fmt_bits(got) // 8 or not got else
@@ -101,14 +102,6 @@ def read_as(m, ins, p, op, tags, vals, typ: str, offset: int = 0, what: str = "t
     out = np.zeros(m.T, np.int64)
     out[tidx[bad]] = i
     return out
-
-
-def _encoded(m, t0, got):
-    """'a .f16 value, as A is declared' / 'a .f32 value (A is declared .f16)'."""
-    if TG.kind(t0) == TG.ELEM and m.prov is not None and 0 < int(TG.buf(t0)) <= len(m.spec.buffers):
-        b = m.spec.buffers[int(TG.buf(t0)) - 1]
-        return f"a .{got} value" + (f", as {b.name} is declared" if got == b.type else f" ({b.name} is declared .{b.type})")
-    return f"a .{got} value"
 
 
 def _poison(tg, iss):

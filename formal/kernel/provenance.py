@@ -182,7 +182,6 @@ class Provenance:
                 w, k = map(int, np.argwhere(bad)[0])
                 t0 = int(tag[w, k])
                 got = TG.fmt_name(int(have.reshape(W, -1)[w, k]))
-                from .execute import _encoded
                 i = m.issue((p, "type", operand), "wrong-type", ins, int(tids[w, lane[k]]), regs[int(reg[k])],
                             lambda: f"operand {operand.upper()} element ({int(row[k])}, {int(col[k])}): "
                             f"{self._describe(t0)} is {_encoded(m, t0, got)}; the instruction reads it as .{typ}",
@@ -988,6 +987,14 @@ class Provenance:
             if (ins.line, ins.text) not in path:
                 path.append((ins.line, ins.text))
         m.witness(kind, ins, t, "", arrived, wanted, path=path)
+
+
+def _encoded(m, t0, got):
+    """'a .f16 value, as A is declared' / 'a .f32 value (A is declared .f16)'."""
+    if TG.kind(t0) == TG.ELEM and m.prov is not None and 0 < int(TG.buf(t0)) <= len(m.spec.buffers):
+        b = m.spec.buffers[int(TG.buf(t0)) - 1]
+        return f"a .{got} value" + (f", as {b.name} is declared" if got == b.type else f" ({b.name} is declared .{b.type})")
+    return f"a .{got} value"
 
 
 def _is_int(typ) -> bool:
