@@ -187,7 +187,8 @@ def main(argv=None) -> int:
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--no-classic", action="store_true")
-    ap.add_argument("--out-partial", action="store_true", help="with --only: do not overwrite --out")
+    ap.add_argument("--merge", action="store_true",
+                    help="with --only: replace those kernels' records in --out, keep the others")
     args = ap.parse_args(argv)
     from formal import kernel
     from formal.kernel.buffers import corpus_inputs
@@ -230,6 +231,11 @@ def main(argv=None) -> int:
                 records.append(rec)
                 print(f"{name:28s} {cls:10s} line {i + 1:4d} {rec['verdict']:9s} {rec['judgement']:18s} "
                       f"{new.strip()[:70]}", flush=True)
+    if args.merge and Path(args.out).exists():
+        old = json.loads(Path(args.out).read_text())["mutants"]
+        redone = {r["kernel"] for r in records} | set(args.only or [])
+        records = [r for r in old if r["kernel"] not in redone] + records
+        records.sort(key=lambda r: (r["kernel"], r["line"], r["class"], r["mutated"]))
     summary = {}
     for r in records:
         c = summary.setdefault(r["class"], {"total": 0, "refuted": 0, "proved": 0, "other": 0, "caught": 0,
@@ -240,11 +246,16 @@ def main(argv=None) -> int:
         c["equivalent_proved"] += r["judgement"] == "equivalent-proved"
         c["false_proofs"] += r["judgement"] == "false-proof"
         c["false_alarms"] += r["judgement"] == "false-alarm"
+        c["not_decided"] = c.get("not_decided", 0) + (r["judgement"] in ("not-decided", "run-error")
+                                                       or r["judgement"].startswith("missed"))
     doc = {"about": "tools/make_kernel_type_mutants.py: one-line mutants of the kernel corpus that ptxas 13.0 "
                     "assembles, judged by kernel check and independently by kernel run against the unmutated "
                     "kernel (inputs: corpus_inputs seed 0 and raw-encoding seed 1)",
            "ptxas": subprocess.run(["ptxas", "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1],
-           "seconds": round(time.perf_counter() - t0, 1), "summary": summary, "mutants": records}
+           "seconds": round(time.perf_counter() - t0, 1), "summary": summary,
+           "totals": {k: sum(v[k] for v in summary.values()) for k in ("total", "caught", "equivalent_proved",
+                                                                        "false_proofs", "false_alarms")},
+           "mutants": records}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
     for c, v in summary.items():
