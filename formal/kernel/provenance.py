@@ -336,7 +336,6 @@ class Provenance:
         # every product of the mma at once: axes (warp, m, n, k slot)
         A4 = At[:, :, None, :]
         Az = self._zero(Av, La)[:, :, None, :]
-        Afin = self._finite(Av, form.atype)[:, :, None, :]
         Ai4 = Ai[:, :, None, :]
         abch, am, ak, aok = (x[:, :, None, :] for x in self._coords(At, con.lhs, con.c.lhs_t))
         if kidx is None:
@@ -351,17 +350,22 @@ class Provenance:
             B4, Bv4, Bi4 = Bt[wi, ki, ni], Bv[wi, ki, ni], Bi[wi, ki, ni]
             bbch, bk, bn, bok = (x[wi, ki, ni] for x in self._coords(Bt, con.rhs, con.c.rhs_t))
             brows = np.broadcast_to(ki, (W, M, N, K))
-        Bz, Bfin = self._zero(Bv4, Lb), self._finite(Bv4, form.btype)
+        Bz = self._zero(Bv4, Lb)
         shape = (W, M, N, K)
         ka, kb_ = TG.kind(A4), TG.kind(B4)
         # a product with a constant factor is no product when it is exactly zero whatever the data:
         # an integer zero; a float zero times a finite constant (padding x padding).  A float zero
         # times an element is not: 0 x Inf is NaN
         ca, cb = ka == TG.NONE, kb_ == TG.NONE
+        za, zb = ca & Az, cb & Bz
         if _is_int(form.atype) and _is_int(form.btype):
-            neutral = (ca & Az) | (cb & Bz)
+            neutral = za | zb
         else:
-            neutral = (ca & Az & cb & Bfin) | (cb & Bz & ca & Afin)
+            neutral = np.zeros(shape, bool)
+            if za.any() and cb.any():
+                neutral = neutral | (za & cb & self._finite(Bv4, form.btype))
+            if zb.any() and ca.any():
+                neutral = neutral | (zb & ca & self._finite(Av, form.atype)[:, :, None, :])
         act = ~np.broadcast_to(neutral, shape)
         # an element of the operand's buffer outside its view (another slice, padding) is not the
         # operand's; an element changed by arithmetic is not the element
@@ -383,9 +387,11 @@ class Provenance:
 
         # operand issues (a value read as another type, or carrying one) go to the accumulators
         # of the products they are in
-        a_, b_ = np.broadcast_to(Ai4, shape), np.broadcast_to(Bi4, shape)
-        carried = np.where(act, np.where(a_ > 0, a_, b_), 0)             # A's witness first
-        if carried.any():
+        carried = None
+        if Ai4.any() or Bi4.any():
+            a_, b_ = np.broadcast_to(Ai4, shape), np.broadcast_to(Bi4, shape)
+            carried = np.where(act, np.where(a_ > 0, a_, b_), 0)         # A's witness first
+        if carried is not None and carried.any():
             big = np.where(carried > 0, carried, np.iinfo(np.int64).max).min(axis=-1)
             self._taint_max(ids, np.where(big == np.iinfo(np.int64).max, 0, big))
         bad_a = act & ~good_a

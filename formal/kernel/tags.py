@@ -191,12 +191,10 @@ def read_check(tags: np.ndarray, vbytes: np.ndarray | None, read_as: str) -> tup
         if hw % 8:
             continue                                     # sub-byte formats: not judged
         hb = hw // 8
-        b0 = byte(t0[sel])
-        ok = b0 == 0
+        ts = tags[sel] if not sel.all() else tags
+        ok = byte(ts[:, 0]) == 0
         for b in range(1, min(hb, w)):
-            ok &= key(tags[sel, b]) == key(t0[sel])
-            ok &= byte(tags[sel, b]) == b
-            ok &= fmt(tags[sel, b]) == code
+            ok &= ts[:, b] == ts[:, 0] + b                   # byte b of the same value (byte 0 is 0)
         if w == hb:
             ok &= compatible(have, read_as)
         elif w < hb:
@@ -206,10 +204,10 @@ def read_check(tags: np.ndarray, vbytes: np.ndarray | None, read_as: str) -> tup
         elif have.startswith("s"):
             ok &= read_as.startswith("s")
             for b in range(hb, w):
-                ok &= (fmt(tags[sel, b]) == SEXT) & (key(tags[sel, b]) == key(t0[sel]))
+                ok &= (fmt(ts[:, b]) == SEXT) & (key(ts[:, b]) == key(ts[:, 0]))
         else:
             for b in range(hb, w):
-                ok &= tags[sel, b] == 0
+                ok &= ts[:, b] == 0
                 if vbytes is not None:
                     ok &= vbytes[sel, b] == 0
         bad[np.flatnonzero(sel)[~ok]] = True
