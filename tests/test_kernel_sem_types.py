@@ -109,3 +109,19 @@ def test_read_check_rules():
     u8 = el("u8", 1)
     assert not TG.read_check(np.concatenate([u8, np.zeros((1, 1), np.int64)], axis=1), np.zeros((1, 2), np.uint8),
                              "s16")[0][0]
+
+
+@pytest.mark.parametrize("src,verdict", [("f16", "proved"), ("bf16", "refuted")])
+def test_scalar_cvt_reads_its_source_type(src, verdict):
+    """tiny_mma's epilogue rounds an accumulator to f16 (cvt.rn.f16.f32) and widens it again:
+    cvt.f32.f16 reads the f16 value as it is encoded, cvt.f32.bf16 misreads it."""
+    text = (SMALL / "tiny_mma.ptx").read_text().replace(".reg .f32 \t%f<8>;", ".reg .f32 \t%f<8>;\n\t.reg .b16 \t%h<2>;")
+    text = text.replace("\tst.global.v2.f32 \t[%rd9], {%f1, %f2};",
+                        f"\tcvt.rn.f16.f32 \t%h1, %f1;\n\tcvt.f32.{src} \t%f1, %h1;\n\tst.global.v2.f32 \t[%rd9], {{%f1, %f2}};")
+    assert f"cvt.f32.{src}" in text and "%h<2>" in text
+    res = kernel.check(kernel.parse_module(text), kernel.load_spec(SMALL / "tiny_mma.toml"), lanes=False)
+    assert res.verdict == verdict
+    if verdict == "refuted":
+        w = res.witnesses[0]
+        assert w.kind == "wrong-type" and "cvt.f32.bf16" in w.instruction
+        assert "is a .f16 value" in w.arrived and "reads it as .bf16" in w.arrived and "C[0][0]" in w.arrived
