@@ -54,6 +54,9 @@ TRITON = {
     "tri_e4m3_sm90_w2":         (90, "e4m3", "e4m3", "f16", "f32", "ieee", 32, 32, 32, 2, 2, 32, 64, 64, 0, 0, 0),
     "tri_s8_sm80_w4":           (80, "s8", "s8", "s32", "s32", "ieee", 32, 64, 32, 4, 2, 64, 64, 64, 0, 0, 0),
     "tri_s8_bt_sm90_w2":        (90, "s8", "s8", "s32", "s32", "ieee", 32, 32, 64, 2, 2, 64, 64, 128, 0, 1, 0),
+    # masked int8: masked-off A/B elements are filled with a constant (mov.u16 0x0) that feeds rows
+    # and columns never stored, and the padded k of stored ones (times B's zero padding)
+    "tri_s8_masked_sm80_w4":    (80, "s8", "s8", "s32", "s32", "ieee", 32, 32, 32, 4, 2, 50, 40, 72, 0, 0, 1),
     # wgmma on sm_90a (BM=64, 4 warps): out of scope, the expected "unsupported" case
     "tri_f16_wgmma_sm90_w4":    (90, "f16", "f16", "f32", "f32", "ieee", 64, 64, 32, 4, 2, 64, 64, 64, 0, 0, 0),
     # benchmark kernels: one 128x128 CTA tile with K = 1024; a whole 512^3 GEMM

@@ -24,10 +24,12 @@ def _err(msg: str, code: int) -> int:
 
 def _guard(f):
     def wrapped(args):
-        from ..kernel import PTXSyntaxError, SpecError, Unsupported
+        from ..kernel import PTXSyntaxError, SpecError, StepLimit, Unsupported
         from . import InputError, _classify, one_line
         try:
             return f(args)
+        except StepLimit as e:
+            return _err(f"stopped: line {e.line}: {e.instruction} ({e.why})", 3)
         except (PTXSyntaxError, SpecError, InputError) as e:
             return _err(f"error: {one_line(e)}", 2)
         except Unsupported as e:
@@ -46,6 +48,17 @@ def _guard(f):
                 return _err(f"internal error: {type(e).__name__}: {one_line(msg)}", 4)
             return _err(f"error: {one_line(msg)}", code)
     return wrapped
+
+
+def _positive(s: str) -> int:
+    import argparse
+    try:
+        v = int(s)
+    except ValueError:
+        v = 0
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}")
+    return v
 
 
 def _module(path: str):
@@ -130,7 +143,7 @@ def cmd_check(args) -> int:
     from ..kernel import check, load_spec
     mod = _module(args.file)
     spec = load_spec(args.spec)
-    res = check(mod, spec, ctas=_ctas(args.ctas), lanes=not args.no_lanes)
+    res = check(mod, spec, ctas=_ctas(args.ctas), lanes=not args.no_lanes, max_steps=args.max_steps)
     if args.json:
         print(json.dumps(res.to_json(), indent=2))
     else:
@@ -152,7 +165,7 @@ def cmd_run(args) -> int:
     mod = _module(args.file)
     spec = load_spec(args.spec)
     inputs = check_inputs(spec, _inputs(args.inputs)) if args.inputs else {}
-    out = run(mod, spec, inputs, arch=args.arch)
+    out = run(mod, spec, inputs, arch=args.arch, max_steps=args.max_steps)
     wit = out.witnesses
     if args.out:
         buf = io.BytesIO()
@@ -184,6 +197,12 @@ def register(sub) -> None:
         q.add_argument("--json", action="store_true", help="machine-readable output")
         q.add_argument("--debug", action="store_true", help="tracebacks for internal errors")
 
+    def steps(q):
+        from ..kernel import DEFAULT_MAX_STEPS
+        q.add_argument("--max-steps", type=_positive, default=DEFAULT_MAX_STEPS, metavar="N",
+                       help=f"stop (exit 3, naming the line) after N instruction steps, each one instruction issued to "
+                            f"the threads at it; default {DEFAULT_MAX_STEPS:,}: a loop that does not end stops there")
+
     q = ks.add_parser("lint", help="matrix instructions legal on the module's .target at its .version (exit 1 if not)")
     common(q)
     q.set_defaults(func=_guard(cmd_lint))
@@ -192,6 +211,7 @@ def register(sub) -> None:
     q.add_argument("--spec", required=True, help="kernel spec TOML (launch, buffers, contract)")
     q.add_argument("--ctas", default=None, help="check only these CTAs: 'x,y,z;x,y,z' or linear indices '0 3'")
     q.add_argument("--no-lanes", action="store_true", help="skip the Z3 proofs over a symbolic lane")
+    steps(q)
     q.set_defaults(func=_guard(cmd_check))
     q = ks.add_parser("run", help="run the launch bit-exactly; every buffer after the run to --out")
     common(q)
@@ -199,4 +219,5 @@ def register(sub) -> None:
     q.add_argument("--inputs", default=None, help="npz: one array of raw encodings per buffer name")
     q.add_argument("--out", default=None, help="npz to write every buffer to (exactly this path; checked before the run)")
     q.add_argument("--arch", default="sm_90", help="numerics of the mma (sm_70 ... sm_120, exact); default sm_90")
+    steps(q)
     q.set_defaults(func=_guard(cmd_run))

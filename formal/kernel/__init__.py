@@ -21,12 +21,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .legality import Finding
-from .machine import Witness
+from .machine import DEFAULT_MAX_STEPS, StepLimit, Witness
 from .parse import Module, PTXSyntaxError, Unsupported, parse_module
 from .spec import Buffer, Contract, KernelSpec, SpecError, check_inputs, load_spec, make_inputs, raw_dtype  # noqa: F401
 
 __all__ = ["parse_module", "lint", "check", "run", "Module", "Finding", "CheckResult", "RunResult", "Witness", "PTXSyntaxError",
-           "Unsupported", "SpecError", "load_spec", "make_inputs", "raw_dtype", "KernelSpec"]
+           "Unsupported", "StepLimit", "DEFAULT_MAX_STEPS", "SpecError", "load_spec", "make_inputs", "raw_dtype",
+           "KernelSpec"]
 
 
 @dataclass
@@ -82,22 +83,26 @@ class RunResult(Mapping):
         return len(self.buffers)
 
 
-def run(mod, spec, inputs: dict | None = None, arch: str = "sm_90") -> RunResult:
+def run(mod, spec, inputs: dict | None = None, arch: str = "sm_90", max_steps: int | None = None) -> RunResult:
     """Execute the launch with bit-exact values; returns every buffer after the run
     (raw encodings in the buffer's shape) with the run's witnesses (:class:`RunResult`).
-    Buffers missing from ``inputs`` start at zero."""
+    Buffers missing from ``inputs`` start at zero.  ``max_steps``: stop with
+    :class:`StepLimit` (an :class:`Unsupported`, exit 3) after that many instruction steps
+    (default ``DEFAULT_MAX_STEPS``)."""
     from .machine import Machine
     from .spec import check_inputs
     sp = _spec(spec)
     m = Machine(_module(mod), sp, check_inputs(sp, inputs or {}), arch=arch, check=False)
-    m.run()
+    m.run(max_steps)
+    m.undefined_outputs()
     return RunResult({b.name: m.read_buffer(b.name) for b in m.spec.buffers + m.spec.views}, list(m.witnesses),
                      m.executed)
 
 
-def check(mod, spec, ctas=None, seed: int = 0, lanes: bool = True) -> CheckResult:
+def check(mod, spec, ctas=None, seed: int = 0, lanes: bool = True, max_steps: int | None = None) -> CheckResult:
     """The data-path proof of the launch (or of the CTAs named in ``ctas``).  ``lanes``: also
-    prove each ldmatrix/stmatrix addressing over a symbolic lane with Z3 (formal.kernel.symbolic)."""
+    prove each ldmatrix/stmatrix addressing over a symbolic lane with Z3 (formal.kernel.symbolic).
+    ``max_steps`` as for :func:`run`."""
     from .machine import Machine
     from .spec import make_inputs as _mk
     sp = _spec(spec)
@@ -105,7 +110,8 @@ def check(mod, spec, ctas=None, seed: int = 0, lanes: bool = True) -> CheckResul
     if not sp.contracts:
         raise SpecError(f"{sp.source}: check needs a [contract]")
     m.prov.lanes = lanes
-    m.run()
+    m.run(max_steps)
+    m.undefined_outputs()
     fin = m.prov.finish(sampled=ctas is not None)
     pv = m.prov
     n_all = sp.grid[0] * sp.grid[1] * sp.grid[2]

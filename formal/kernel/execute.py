@@ -63,6 +63,65 @@ def _scalar_write(m, ins, p, exe, op, val, tags=None):
     m.put(_reg(op, ins), val, exe, ins, tags, p)
 
 
+def _vbytes(v, n):
+    v = np.asarray(v, dtype=U64)
+    return np.stack([((v >> U64(8 * k)) & U64(0xFF)).astype(np.uint8) for k in range(n)], axis=1)
+
+
+def read_as(m, ins, p, op, tags, vals, typ: str, offset: int = 0, what: str = "the source"):
+    """The check domain's type discipline: the bytes ``offset..`` of operand ``op`` (tags [T, n],
+    values [T]) read as PTX type ``typ`` by the executing threads.  A value encoded in another
+    format (an f16 element read as .bf16, s8 as .u8, an f32 accumulator as .f16, ...) gets a
+    deferred ``wrong-type`` witness (reported if the value reaches a stored output).  Returns
+    the issue numbers per thread ([T] int64) or None."""
+    if tags is None or m.exe is None:
+        return None
+    w = TG.fmt_bits(typ) // 8
+    if w < 1 or offset + w > tags.shape[1]:
+        return None
+    tidx = np.flatnonzero(m.exe)
+    tg = tags[tidx, offset:offset + w]
+    if not tg.any():
+        return None
+    vb = _vbytes(np.asarray(vals, dtype=U64)[tidx] >> U64(8 * offset), w) if vals is not None else None
+    bad, have = TG.read_check(tg, vb, typ)
+    if not bad.any():
+        return None
+    k = int(np.flatnonzero(bad)[0])
+    t = int(tidx[k])
+    t0 = int(tg[k, 0])
+    reg = op.name if isinstance(op, Reg) else ""
+    desc = m.prov._describe(t0) if m.prov is not None else "a value"
+    got = TG.fmt_name(int(have[k]))
+    from .provenance import _encoded
+    i = m.issue((p, "type", reg, offset), "wrong-type", ins, t, reg,
+                f"{what} {desc} is {_encoded(m, t0, got)}; this instruction reads it as .{typ}"
+                + ("" if TG.byte(t0) == 0 and w <= TG.fmt_bits(got) // 8 or not got else
+                   f" ({w} bytes from byte {int(TG.byte(t0))} of the value)"),
+                f"the value read as the type it is encoded in (.{got}), or converted to .{typ} first")
+    out = np.zeros(m.T, np.int64)
+    out[tidx[bad]] = i
+    return out
+
+
+def _poison(tg, iss):
+    """Result tags carry the issue of a misread operand."""
+    if tg is None or iss is None:
+        return tg
+    i = np.asarray(iss, np.int64)[:, None]
+    return np.where(i > 0, TG.with_issue(tg, np.maximum(TG.issue(tg), i)), tg)
+
+
+def _imax(*xs):
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return None
+    out = xs[0]
+    for x in xs[1:]:
+        out = np.maximum(out, x)
+    return out
+
+
 # ---------------------------------------------------------------------------------------
 # control flow
 
@@ -87,11 +146,14 @@ def _bar(m, p, ins, exe):
     if len(ins.ops) > 1:
         raise Unsupported(ins.line, ins.text, "barrier with a thread count")
     slots = np.unique(m.slot[exe])
-    for s in slots:
-        in_cta = m.slot == s
-        if (m.alive & in_cta & ~exe).any():
-            t = int(np.flatnonzero(m.alive & in_cta & ~exe)[0])
-            m.witness("undefined", ins, t, arrived="this thread of the CTA does not execute the barrier",
+    here = np.zeros(len(m.ctas), bool)
+    here[slots] = True
+    bad = m.alive & ~exe & here[m.slot]           # one pass over the launch, not one per CTA
+    if bad.any():
+        bt = np.flatnonzero(bad)
+        _, first = np.unique(m.slot[bt], return_index=True)
+        for t in bt[first]:
+            m.witness("undefined", ins, int(t), arrived="this thread of the CTA does not execute the barrier",
                       wanted="every live thread of the CTA reaches bar.sync (9.7.13.1)")
     m.epoch[slots] += 1
     return None
@@ -209,7 +271,11 @@ def _float(m, p, ins, exe, t, srcs):
     if m.check:
         ts = [m.optags(o) for o in srcs]
         if any(x is not None for x in ts):
+            et = t[:-2] if t.endswith("x2") else t
+            iss = _imax(*(read_as(m, ins, p, o, to, v, et, off) for o, to, v in zip(srcs, ts, vals)
+                          for off in ((0, 2) if t.endswith("x2") else (0,))))
             tg = TG.combine(ts, w // 8, TG.ARITH, m.T)
+            tg = _poison(tg, iss)
             if h == "add" and t in ("f32", "f64", "f16", "bf16") and m.prov is not None:
                 # two partial accumulators (split-K, 3xTF32 passes) or accumulator + addend
                 tg = m.prov.merge_add(ins, exe, ts, tg, w // 8)
@@ -479,14 +545,16 @@ def _cvt(m, p, ins, exe):
         for half in range(2):
             opi = int(stp.operand_of_half(half)) if stp is not None else (0 if half == 1 else 1)
             o = ins.ops[1 + opi]
-            conv = V.cvt(dt[:-2], "f32", rnd, m.value(o, ins, 32), **kw)
+            src = m.value(o, ins, 32)
+            conv = V.cvt(dt[:-2], "f32", rnd, src, **kw)
             out |= (conv & V.mask(eb)) << U64(half * eb)
             if m.check:
                 to = m.optags(o)
                 if to is not None:
                     any_tag = True
                     c = TG.combine([to], eb // 8, TG.CONV, m.T)
-                    c = _conv_deriv(to, c)
+                    c = TG.with_fmt(c, TG.fmt_code(dt[:-2])) * (c != 0)
+                    c = _poison(_conv_deriv(to, c), read_as(m, ins, p, o, to, src, "f32"))
                     tg[:, half * eb // 8:(half + 1) * eb // 8] = c
         _scalar_write(m, ins, p, exe, ins.ops[0], out, tg if any_tag else None)
         return None
@@ -505,24 +573,32 @@ def _cvt(m, p, ins, exe):
                     for half in range(2):
                         src = to[:, half:half + 1]
                         c = np.where(src != 0, TG.with_deriv(TG.with_byte(src, 0), TG.CONV), 0)
-                        c = _conv_deriv(src, c)
+                        c = np.where(c != 0, TG.with_fmt(c, TG.fmt_code("f16")), 0)
+                        c = _poison(_conv_deriv(src, c), read_as(m, ins, p, ins.ops[1], to, a, st_[:-2], half))
                         tg[:, 2 * half] = c[:, 0]
                         tg[:, 2 * half + 1] = np.where(c[:, 0] != 0, TG.with_byte(c[:, 0], 1), 0)
             _scalar_write(m, ins, p, exe, ins.ops[0], out, tg)
             return None
         raise Unsupported(ins.line, ins.text, f"cvt from .{st_}")
-    r = V.cvt(dt, st_, rnd, m.value(ins.ops[1], ins, V.type_bits(st_)), **kw)
+    src = m.value(ins.ops[1], ins, V.type_bits(st_))
+    r = V.cvt(dt, st_, rnd, src, **kw)
     tg = None
     if m.check:
         to = m.optags(ins.ops[1])
         if to is not None and dt in V.INT_TYPES and st_ in V.INT_TYPES and not kw["sat"]:
+            # integer to integer: the low bytes move; above the source, sign extension of a
+            # signed source (the sign of its top byte) or zeros
             nb = max(V.type_bits(dt) // 8, 1)
             sb = max(V.type_bits(st_) // 8, 1)
             tg = np.zeros((m.T, nb), np.int64)
             tg[:, :min(nb, sb)] = to[:, :min(nb, sb)]
+            if nb > sb and st_.startswith("s"):
+                tg[:, sb:] = TG.sext_bytes(to[:, sb - 1], nb - sb, sb)
         elif to is not None:
             tg = TG.combine([to], max(V.type_bits(dt) // 8, 1), TG.CONV, m.T)
-            tg = _conv_deriv(to, tg)
+            if tg is not None:
+                tg = np.where(tg != 0, TG.with_fmt(tg, TG.fmt_code(dt)), 0)
+            tg = _poison(_conv_deriv(to, tg), read_as(m, ins, p, ins.ops[1], to, src, st_))
     _scalar_write(m, ins, p, exe, ins.ops[0], r, tg)
     return None
 
@@ -590,6 +666,8 @@ def _ld(m, p, ins, exe):
         if tg is not None:
             full_tg = np.zeros((m.T, max(rw // 8, eb)), np.int64)
             full_tg[tidx, :eb] = tg[:, j * eb:(j + 1) * eb]
+            if t.startswith("s") and rw // 8 > eb:          # ld.s8 into a wider register: sign extension
+                full_tg[tidx, eb:] = TG.sext_bytes(tg[:, j * eb + eb - 1], rw // 8 - eb, eb)
         m.put(name, v, sub, ins, full_tg, p)
         sl = m.srcline.get(name)
         if sl is None:
@@ -602,6 +680,7 @@ def _st(m, p, ins, exe):
     t, w, nv, eb, srcs, space, tidx, addr = _access(m, ins, exe, ins.ops[1], ins.ops[0])
     data = np.zeros((len(tidx), nv * eb), dtype=np.uint8)
     tg = np.zeros((len(tidx), nv * eb), np.int64) if m.check else None
+    ub = None
     for j, o in enumerate(srcs):
         v = m.value(o, ins, w)[tidx] if o is not None else np.zeros(len(tidx), U64)
         data[:, j * eb:(j + 1) * eb] = _val_to_bytes(v, eb)
@@ -609,7 +688,13 @@ def _st(m, p, ins, exe):
             to = m.optags(o)
             if to is not None:
                 tg[:, j * eb:(j + 1) * eb] = to[tidx, :eb]
-    _write_bytes(m, ins, p, space, addr, tidx, data, tg)
+        uo = m.undef_of(o.name, tidx) if isinstance(o, Reg) else None
+        if uo is not None and uo.any():              # each register's bytes keep their own origin
+            if ub is None:
+                ub = np.zeros((len(tidx), nv * eb), np.int32)
+            ub[:, j * eb:(j + 1) * eb] = uo[:, None]
+    _write_bytes(m, ins, p, space, addr, tidx, data, tg, udef=ub if ub is not None else
+                 np.zeros((len(tidx), nv * eb), np.int32))
     if m.prov is not None:
         m.prov.on_store(ins, p, space, addr, tidx, eb, nv, srcs)
     return None
@@ -725,6 +810,7 @@ def _ldmatrix(m, p, ins, exe):
     flat_t = np.broadcast_to(tids[:, :, None, None], ea.shape).ravel()
     if ins.head == "ldmatrix":
         data, tg, srcs = _read_bytes(m, ins, space, ea.ravel(), flat_t, eb)
+        m.spread_undef(tids)
         data = data.reshape(W, 32, st.nregs, st.epr, eb)
         sub = np.zeros(m.T, bool)
         sub[tids.ravel()] = True
@@ -759,6 +845,7 @@ def _ldmatrix(m, p, ins, exe):
                 data[:, :, j, e, b] = ((v >> U64(8 * (e * db + b))) & U64(0xFF)).astype(np.uint8)
                 if tg is not None and to is not None:
                     tg[:, :, j, e, b] = to[tids, e * db + b]
+    m.spread_undef(tids)
     _write_bytes(m, ins, p, space, ea.ravel(), flat_t, data.reshape(-1, eb),
                  None if tg is None else tg.reshape(-1, eb))
     return None
@@ -783,6 +870,7 @@ def _movmatrix(m, p, ins, exe):
                 tg[tids, 2 * e + b] = ta[src_t, 2 * se[None, :, e] + b]
     sub = np.zeros(m.T, bool)
     sub[tids.ravel()] = True
+    m.spread_undef(tids)
     m.put(_reg(ins.ops[0], ins), out, sub, ins, tg, p)
     return None
 
@@ -809,8 +897,14 @@ def _shfl(m, p, ins, exe):
         w, l = map(int, np.argwhere(ex & ~srcin)[0])
         m.witness("undefined", ins, tids[w, l], arrived=f"reads lane {int(src[w, l])}, which is not in membermask",
                   wanted="the source lane in membermask (9.7.9.6)")
+    uin = m._uin
     a = m.value(ins.ops[1], ins, 32)
     src_t = np.take_along_axis(tids, src, axis=1)
+    m._uin = uin                                # a's undefined lanes count where they are read from
+    if isinstance(ins.ops[1], Reg) and ins.ops[1].name in m.udef:
+        ua = np.zeros(m.T, np.int32)
+        ua[tids] = m.udef[ins.ops[1].name][src_t]
+        m.note_undef(np.arange(m.T), ua)
     d = np.zeros(m.T, dtype=U64)
     d[tids] = a[src_t]
     ta = m.optags(ins.ops[1])

@@ -32,6 +32,26 @@ class KernelError(Exception):
     """Bad input discovered while running (a parameter the spec does not give, ...)."""
 
 
+# instruction steps before a run is stopped (``--max-steps``): the corpus's longest launch
+# (one 128x128 tile with K = 1024) takes 3,990; a loop that does not end stops here.  A step
+# issues one instruction to the threads at it; one issued to more than STEP_THREADS threads
+# counts as threads / STEP_THREADS steps, so the bound also bounds the work of huge launches
+DEFAULT_MAX_STEPS = 100_000
+STEP_THREADS = 4096
+
+
+class StepLimit(Unsupported):
+    """The run did not finish within the step bound (a loop that does not end, or a launch
+    longer than ``max_steps``): exit 3, with the line where execution was."""
+
+    def __init__(self, line: int, instruction: str, max_steps: int):
+        self.max_steps = max_steps
+        super().__init__(line, instruction, f"stopped after {max_steps} instruction steps (the bound --max-steps "
+                                            f"{max_steps}; an instruction issued to more than {STEP_THREADS} threads "
+                                            f"counts as threads/{STEP_THREADS} steps): execution was at this line; "
+                                            "a loop that does not end?")
+
+
 @dataclass
 class Witness:
     kind: str
@@ -72,6 +92,7 @@ class Region:
         self.tags = np.zeros(size, dtype=np.int64) if check else None
         self.line = np.zeros(size, dtype=np.int32)
         self.src = np.full(size, -1, dtype=np.int64)     # instruction index of the last store
+        self.udef = None                                 # [size] origin of an undefined byte (lazily)
         if race:
             self.writer = np.full(size, -1, dtype=np.int64)
             self.epoch = np.zeros(size, dtype=np.int64)
@@ -94,6 +115,17 @@ class Machine:
         self.instrs = self.fn.instrs
         self.witnesses: list[Witness] = []
         self.counts: dict[str, int] = {}
+        self.issues: list[Witness] = []          # deferred witnesses (Machine.issue)
+        self._issue_at: dict = {}
+        self._reported: set[int] = set()
+        self.exe = None                          # threads executing the current instruction
+        self._init_all: set[str] = set()         # registers every launched thread has written
+        # undefined values: a register read before any write holds an unspecified value; it is
+        # followed (per thread and register, per memory byte) to where it is used: a stored
+        # output, an address or a predicate is a witness, a dead value is not
+        self.udef: dict[str, np.ndarray] = {}    # register -> [T] origin number (0: defined)
+        self.undef_src: list[tuple] = []         # origin number - 1 -> (instruction, thread, register)
+        self._uin = None                         # origins the current instruction read, per thread
         self.executed = 0
         self._setup_threads(ctas)
         self._setup_memory(inputs or {})
@@ -174,7 +206,7 @@ class Machine:
                 # every element's bytes carry (buffer, element, byte)
                 eb = max(b.bits // 8, 1)
                 idx = np.arange(b.span)
-                t = TG.make(TG.ELEM, i + 1, idx[:, None], np.arange(eb)[None, :])
+                t = TG.make(TG.ELEM, i + 1, idx[:, None], np.arange(eb)[None, :], fmt=TG.fmt_code(b.type))
                 self.heap.tags[o:o + b.span * eb] = t.ravel()[: nb]
         for v in gvars:
             if v.init:
@@ -270,6 +302,42 @@ class Machine:
         self.witnesses.append(Witness(kind, cta, int(self.warp[t]), int(self.lane[t]), ins.line, ins.text, register,
                                       arrived, wanted, path))
 
+    def issue(self, where, kind: str, ins: Instr, t: int, register: str = "", arrived: str = "", wanted: str = "",
+              path=None) -> int:
+        """A witness kept back until the value it concerns reaches a stored output (a wrong
+        value nobody stores is no observable difference).  One per ``where`` (an instruction
+        and what went wrong there); returns its number (>= 1) for tags / accumulators."""
+        i = self._issue_at.get(where)
+        if i is not None:
+            return i
+        if len(self.issues) >= TG.MAX_ISSUE:
+            return TG.MAX_ISSUE
+        # the texts may be given as functions: built only for the first occurrence
+        arrived, wanted, path = (x() if callable(x) else x for x in (arrived, wanted, path))
+        t = int(t)
+        cta = self.ctas[int(self.slot[t])]
+        if path is None:
+            path = self.path_of(register, t) if register else [(ins.line, ins.text)]
+        self.issues.append(Witness(kind, cta, int(self.warp[t]), int(self.lane[t]), ins.line, ins.text, register,
+                                   arrived, wanted, path))
+        i = self._issue_at[where] = len(self.issues)
+        return i
+
+    def report(self, i: int, note: str = "") -> None:
+        """A deferred witness whose value reached an output: now a witness."""
+        i = int(i)
+        if i <= 0 or i in self._reported or i > len(self.issues):
+            return
+        self._reported.add(i)
+        w = self.issues[i - 1]
+        self.counts[w.kind] = self.counts.get(w.kind, 0) + 1
+        if sum(1 for x in self.witnesses if x.kind == w.kind) >= self.MAX_WITNESSES:
+            return
+        if note:
+            w = Witness(w.kind, w.cta, w.warp, w.lane, w.line, w.instruction, w.register, w.arrived + note, w.wanted,
+                        w.path)
+        self.witnesses.append(w)
+
     def path_of(self, reg: str, t: int, limit: int = 24) -> list:
         """The instructions a register's value came through, in program order: the last
         writers of the register and of its sources, the stores a load read from, and the
@@ -353,15 +421,99 @@ class Machine:
         return None
 
     def get(self, name: str, ins: Instr) -> np.ndarray:
+        """A register read by the threads executing ``ins`` (``self.exe``).  A thread that never
+        wrote it reads an unspecified value: the read is recorded as an origin of undefined
+        values, which follow the data (``self.udef``) to where they are used."""
         v = self.regs.get(name)
-        if v is not None:
-            return v
-        s = self.special(name, ins)
-        if s is not None:
-            return s
-        self.width(name, ins)
-        v = self.regs[name] = np.zeros(self.T, dtype=bool if self.fn.regs[name] == 1 else U64)
+        if v is None:
+            s = self.special(name, ins)
+            if s is not None:
+                return s
+            self.width(name, ins)
+            v = self.regs[name] = np.zeros(self.T, dtype=bool if self.fn.regs[name] == 1 else U64)
+        if self.exe is not None:
+            if name not in self._init_all:
+                self._uninit(name, ins)
+            u = self.udef.get(name)
+            if u is not None:
+                self._uin = u.copy() if self._uin is None else np.maximum(self._uin, u)
         return v
+
+    def _uninit(self, name: str, ins: Instr) -> None:
+        lw = self.lastw.get(name)
+        if lw is not None and (lw[self.valid] >= 0).all():
+            self._init_all.add(name)
+            return
+        u = self.udef.get(name)
+        bad = self.exe & (True if lw is None else (lw < 0))
+        if u is not None:
+            bad &= u == 0
+        if np.any(bad):
+            t = int(np.flatnonzero(bad)[0])
+            self.undef_src.append((ins, t, name))
+            if u is None:
+                u = self.udef[name] = np.zeros(self.T, np.int32)
+            u[bad] = len(self.undef_src)
+
+    def undef_of(self, name: str, tidx) -> np.ndarray | None:
+        u = self.udef.get(name)
+        return None if u is None else u[tidx]
+
+    def note_undef(self, tidx, u) -> None:
+        """The current instruction's threads ``tidx`` read undefined origins ``u``."""
+        u = np.asarray(u, np.int32)
+        if not u.any():
+            return
+        if self._uin is None:
+            self._uin = np.zeros(self.T, np.int32)
+        np.maximum.at(self._uin, np.asarray(tidx), u)
+
+    def spread_undef(self, tids) -> None:
+        """A warp-collective instruction: every lane's result may hold any lane's operands."""
+        if self._uin is not None:
+            w = self._uin[tids].max(axis=1)
+            self._uin[tids] = w[:, None]
+
+    def undef_witness(self, ins: Instr, t: int, origin: int, what: str) -> None:
+        src, st, reg = self.undef_src[int(origin) - 1]
+        self.witness("undefined", ins, t, "", f"{what} is computed from {reg}, which thread {st} (warp "
+                     f"{int(self.warp[st])}, lane {int(self.lane[st])}) read at line {src.line} before any "
+                     "instruction wrote it (an unspecified value)", "every register written before it is read",
+                     path=[(src.line, src.text), (ins.line, ins.text)])
+
+    def check_defined(self, name: str, ins: Instr, tidx, what: str) -> None:
+        """An address or a predicate must not depend on an undefined value (it decides where
+        the kernel reads, writes or goes: the concrete run would not be the kernel's)."""
+        u = self.udef.get(name)
+        if u is None:
+            return
+        uu = u[tidx]
+        if uu.any():
+            k = int(np.flatnonzero(uu)[0])
+            self.undef_witness(ins, int(np.asarray(tidx).ravel()[k]) if np.ndim(tidx) else int(tidx), int(uu[k]), what)
+
+    def undefined_outputs(self) -> None:
+        """Every buffer byte the kernel stored from an undefined value: a witness (one per buffer)."""
+        ud = self.heap.udef
+        if ud is None:
+            return
+        for (b, o, nb) in self.buffers:
+            u = ud[o:o + nb]
+            hit = (u > 0) & (self.heap.src[o:o + nb] >= 0)
+            if not hit.any():
+                continue
+            k = int(np.flatnonzero(hit)[0])
+            eb = max(b.bits // 8, 1)
+            el = k // eb
+            co = []
+            rest = el
+            for s_ in sorted(range(len(b.strides)), key=lambda d: -b.strides[d]):
+                co.append((s_, rest // b.strides[s_] if b.strides[s_] else 0))
+                rest = rest % b.strides[s_] if b.strides[s_] else rest
+            pos = [c for _, c in sorted(co)]
+            ins = self.instrs[int(self.heap.src[o + k])]
+            t = int(self.heap.writer[o + k]) if self.heap.writer[o + k] >= 0 else 0
+            self.undef_witness(ins, t, int(u[k]), f"{b.name}[{']['.join(map(str, pos))}] (stored here)")
 
     def get_tags(self, name: str):
         return self.tags.get(name)
@@ -378,7 +530,9 @@ class Machine:
         if full:
             self.regs[name] = np.broadcast_to(val, (self.T,)).copy()
         else:
-            old = self.get(name, ins)
+            old = self.regs.get(name)
+            if old is None:
+                old = np.zeros(self.T, dtype=bool if w == 1 else U64)
             self.regs[name] = np.where(mask, val, old)
         if self.check and w > 1:
             nb = (w + 7) // 8
@@ -409,6 +563,18 @@ class Machine:
             lw[:] = idx
         else:
             lw[mask] = idx
+        uin = self._uin
+        sel = slice(None) if full else mask
+        if uin is not None and uin[sel].any():
+            u = self.udef.get(name)
+            if u is None:
+                u = self.udef[name] = np.zeros(self.T, np.int32)
+            u[sel] = uin[sel]
+        elif name in self.udef:
+            if full:
+                del self.udef[name]
+            else:
+                self.udef[name][mask] = 0
 
     # ------------------------------------------------------------------ operands
     def sym_value(self, name: str, ins: Instr) -> int:
@@ -449,13 +615,16 @@ class Machine:
         return None
 
     # ------------------------------------------------------------------ run
-    def run(self, max_steps: int = 50_000_000) -> None:
+    def run(self, max_steps: int | None = None) -> None:
         from .execute import execute
         n = len(self.instrs)
         pc = np.zeros(self.T, dtype=np.int64)
         alive = self.valid.copy()
         self.pc, self.alive = pc, alive
-        steps = 0
+        steps = weight = 0
+        max_steps = DEFAULT_MAX_STEPS if max_steps is None else int(max_steps)
+        if max_steps < 1:
+            raise SpecError(f"the step bound must be at least 1, got {max_steps}")
         uniform = True
         while True:
             if uniform:
@@ -475,13 +644,20 @@ class Machine:
                 continue
             ins = self.instrs[p]
             exe = mask
+            self._uin = None
             if ins.pred is not None:
+                self.exe = mask
                 pv = np.asarray(self.get(ins.pred, ins), dtype=bool)
+                self.check_defined(ins.pred, ins, np.flatnonzero(mask), f"the guard predicate {ins.pred}")
+                self._uin = None
                 exe = mask & (~pv if ins.pred_neg else pv)
+            n_at = int(np.count_nonzero(mask))
             steps += 1
-            if steps > max_steps:
-                raise Unsupported(ins.line, ins.text, f"more than {max_steps} instruction steps (a loop that does not end?)")
+            weight += 1 if n_at <= STEP_THREADS else -(-n_at // STEP_THREADS)
+            if weight > max_steps:
+                raise StepLimit(ins.line, ins.text, max_steps)
             self.executed += 1
+            self.exe = exe
             jump = execute(self, p, ins, exe, mask)
             if jump is None and ins.head not in ("ret", "exit"):
                 if uniform:

@@ -28,6 +28,7 @@ def addresses(m, ins, op, tidx) -> np.ndarray:
         base = np.zeros(len(tidx), dtype=U64)
     elif isinstance(op.base, Reg):
         base = np.asarray(m.get(op.base.name, ins), dtype=U64)[tidx]
+        m.check_defined(op.base.name, ins, tidx, f"the address register {op.base.name}")
     else:
         base = np.full(len(tidx), m.sym_value(op.base.name, ins), dtype=U64)
     return (base + U64(op.offset & ((1 << 64) - 1))).astype(U64)
@@ -132,6 +133,8 @@ def _read_bytes(m, ins, space, addr, tidx, n, check_shared=True):
         if tg is not None:
             tg[rows] = reg.tags[idx2]
         srcs[rows] = reg.src[idx2[:, 0]]
+        if reg.udef is not None:
+            m.note_undef(tt, reg.udef[idx2].max(axis=1))
         if sp == "shared" and check_shared:
             _shared_read_checks(m, ins, reg, tt, idx2)
             reg.reader[idx2] = tt[:, None]
@@ -140,7 +143,8 @@ def _read_bytes(m, ins, space, addr, tidx, n, check_shared=True):
     return data, tg, srcs
 
 
-def _write_bytes(m, ins, p, space, addr, tidx, data, tg, pending=None):
+def _write_bytes(m, ins, p, space, addr, tidx, data, tg, pending=None, udef=None):
+    """``udef`` [k, n]: undefined origins per byte written (default: what the instruction read)."""
     n = data.shape[1]
     for reg, tt, flat, sp, rows in resolve(m, ins, space, addr, tidx, n):
         idx2 = flat[:, None] + np.arange(n)[None, :]
@@ -157,6 +161,16 @@ def _write_bytes(m, ins, p, space, addr, tidx, data, tg, pending=None):
                           f"{int(m.tid[0][r])} (warp {int(m.warp[r])}, lane {int(m.lane[r])}) read with no barrier in between",
                           wanted="the read ordered before the overwrite by bar.sync (9.7.13.1)")
         reg.data[idx2] = data[rows]
+        if udef is not None:
+            u = udef[rows]
+        else:
+            u = m._uin[tt][:, None] if m._uin is not None else None
+        if u is not None and u.any():
+            if reg.udef is None:
+                reg.udef = np.zeros(reg.size, np.int32)
+            reg.udef[idx2] = u
+        elif reg.udef is not None:
+            reg.udef[idx2] = 0
         if reg.tags is not None:
             reg.tags[idx2] = tg[rows] if tg is not None else 0
         reg.line[idx2] = ins.line

@@ -104,6 +104,8 @@ class Provenance:
         self.acc_t = np.zeros(cap, np.int64)          # a thread holding it after its last mma
         self.acc_regs = {}                             # mma line -> (a regs, b regs)
         self.acc_add = np.zeros(cap, bool)
+        self.acc_issue = np.zeros(cap, np.int64)      # a deferred witness the accumulator carries
+        self.example: dict[int, int] = {}              # deferred witness -> the accumulator it describes
         self.kbits = np.zeros((cap, 4, self.nwords), np.uint64)
         self.nacc = 0
         self.mmas = 0
@@ -129,6 +131,9 @@ class Provenance:
             na = np.zeros(cap, bool)
             na[:len(self.acc_add)] = self.acc_add
             self.acc_add = na
+            ni = np.zeros(cap, np.int64)
+            ni[:len(self.acc_issue)] = self.acc_issue
+            self.acc_issue = ni
             kb = np.zeros((cap, 4, self.nwords), np.uint64)
             kb[:len(self.kbits)] = self.kbits
             self.kbits = kb
@@ -137,8 +142,10 @@ class Provenance:
         return ids
 
     # --------------------------------------------------------------- mma
-    def _elements(self, form, operand, regs, vals, tids, frag=None):
-        """Tags [W, rows, cols] (first byte of each element), values, and holder (lane, reg)."""
+    def _elements(self, form, operand, regs, vals, tids, frag=None, ins=None, p=-1, typ=None):
+        """Tags [W, rows, cols] (first byte of each element), values, holder (lane, reg), the
+        layout, and the deferred witness of each slot whose bytes are not one element encoded
+        as ``typ`` (the type the instruction reads the operand as; 0 where fine)."""
         m = self.m
         lay, en = (frag, frag.enumerate()) if frag is not None else _frag(form, operand)
         if lay.elem_bits < 8:
@@ -155,24 +162,34 @@ class Provenance:
         byte0 = cont // 8
         tag = T[:, lane, reg, byte0]                                    # [W, P]
         ebytes = lay.elem_bits // 8
-        consistent = np.ones(tag.shape, bool)
-        for b in range(1, ebytes):
-            tb = T[:, lane, reg, byte0 + b]
-            consistent &= (tb == np.where(tag != 0, TG.with_byte(tag, TG.byte(tag) + b), 0))
         v = vals.astype(np.uint64)[:, lane, reg] >> (cont + lay.shift).astype(np.uint64)
         v = v & np.uint64((1 << lay.value_bits) - 1)
         R, C = lay.rows, lay.cols
         tags = np.zeros((W, R, C), np.int64)
         value = np.zeros((W, R, C), np.uint64)
-        cons = np.ones((W, R, C), bool)
+        iss = np.zeros((W, R, C), np.int64)
         hl = np.zeros((R, C), np.int64)
         hr = np.zeros((R, C), np.int64)
         tags[:, row, col] = tag
         value[:, row, col] = v
-        cons[:, row, col] = consistent
         hl[row, col] = lane
         hr[row, col] = reg
-        return tags, value, cons, hl, hr, lay
+        if typ and tag.any():
+            eb = np.stack([T[:, lane, reg, byte0 + b] for b in range(ebytes)], axis=-1)       # [W, P, bytes]
+            bad, have = TG.read_check(eb.reshape(-1, ebytes), None, typ)
+            bad = bad.reshape(W, -1)
+            if bad.any():
+                w, k = map(int, np.argwhere(bad)[0])
+                t0 = int(tag[w, k])
+                got = TG.fmt_name(int(have.reshape(W, -1)[w, k]))
+                i = m.issue((p, "type", operand), "wrong-type", ins, int(tids[w, lane[k]]), regs[int(reg[k])],
+                            lambda: f"operand {operand.upper()} element ({int(row[k])}, {int(col[k])}): "
+                            f"{self._describe(t0)} is {_encoded(m, t0, got)}; the instruction reads it as .{typ}",
+                            f"{operand.upper()} elements encoded as .{typ} (the instruction's type), or converted to it")
+                sl = np.zeros((W, R, C), bool)
+                sl[:, row, col] = bad
+                iss[sl] = i
+        return tags, value, iss, hl, hr, lay
 
     def _coords(self, t, bufid, transpose):
         dec = self.dec[bufid]
@@ -217,15 +234,18 @@ class Provenance:
                 return None
         self.mmas += 1
         fr = frags or {}
-        At, Av, Ac, Al, Ar, La = self._elements(form, "a", regs["a"], a, tids, fr.get("a"))
-        Bt, Bv, Bc, Bl, Br, Lb = self._elements(form, "b", regs["b"], b, tids, fr.get("b"))
-        Ct, Cv, Cc, Cl, Cr, Lc = self._elements(form, "c", regs["c"], c, tids, fr.get("c"))
+        At, Av, Ai, Al, Ar, La = self._elements(form, "a", regs["a"], a, tids, fr.get("a"), ins, p, form.atype)
+        Bt, Bv, Bi, Bl, Br, Lb = self._elements(form, "b", regs["b"], b, tids, fr.get("b"), ins, p, form.btype)
+        Ct, Cv, Ci, Cl, Cr, Lc = self._elements(form, "c", regs["c"], c, tids, fr.get("c"), ins, p, form.ctype)
         if frags:
             self.wmma_maps.update(f"{k}: {v.fmap.id} ({v.fmap.evidence})" for k, v in frags.items())
         W, M, K = At.shape
         N = Bt.shape[2]
-        At, a_res = self._chained(ins, tids, At, Al, Ar, regs["a"], rows=True)
-        Bt, b_res = self._chained(ins, tids, Bt, Bl, Br, regs["b"], rows=False)
+        At, a_res = self._chained(ins, p, tids, At, Al, Ar, regs["a"], rows=True)
+        Bt, b_res = self._chained(ins, p, tids, Bt, Bl, Br, regs["b"], rows=False)
+        Ai = np.maximum(Ai, TG.issue(At))
+        Bi = np.maximum(Bi, TG.issue(Bt))
+        Ci = np.maximum(Ci, TG.issue(Ct))
         con = self._pick(At, Bt, Ct)
         if con is None:
             raise Unsupported(ins.line, ins.text, "the spec has no [contract] to check the mma against")
@@ -235,6 +255,7 @@ class Provenance:
         # a chain through one buffer (C1 = A @ B + C; C2 = A2 @ B2 + C1): an accumulator of the contract
         # whose output is this contract's addend starts a new accumulator from that element
         prev = self._upstream(con)
+        prev_bad = None
         from_prev = np.zeros_like(is_acc)
         if prev is not None and is_acc.any():
             cid = np.where(is_acc, TG.idx(Ct), 0)
@@ -244,9 +265,9 @@ class Provenance:
                 if (~full).any():
                     bad = np.zeros_like(from_prev)
                     bad[from_prev] = ~full
-                    self._wit_op("missing-product", ins, tids, Ct, bad, Cl, Cr, regs["c"],
-                                 f"the addend {con.c.addend} before all its products ({prev.c.text})",
-                                 f"{con.c.addend} complete before {con.c.text} adds it")
+                    prev_bad = (bad, self._wit_op("missing-product", ins, p, tids, Ct, bad, Cl, Cr, regs["c"],
+                                                  f"the addend {con.c.addend} before all its products ({prev.c.text})",
+                                                  f"{con.c.addend} complete before {con.c.text} adds it"))
                 prev_ids = cid
                 is_acc = is_acc & ~from_prev
         inplace = regs["d"] == regs["c"]
@@ -258,8 +279,9 @@ class Provenance:
             old = ids[new]
             ids[new] = fresh
             had = old >= 0
+            self.acc_issue[fresh] = 0
             if had.any():                        # copy: d is a new accumulator built on c's
-                for k in ("acc_m", "acc_n", "acc_b", "acc_c", "acc_add"):
+                for k in ("acc_m", "acc_n", "acc_b", "acc_c", "acc_add", "acc_issue"):
                     arr = getattr(self, k)
                     arr[fresh[had]] = arr[old[had]]
                 self.kbits[fresh[had]] = self.kbits[old[had]]
@@ -268,31 +290,43 @@ class Provenance:
             self.acc_m[fi], self.acc_n[fi], self.acc_b[fi] = self.acc_m[oi], self.acc_n[oi], self.acc_b[oi]
             self.acc_add[fi] = True
             self.kbits[fi] = 0
+            self.acc_issue[fi] = self.acc_issue[oi]
+            if prev_bad is not None:
+                self._taint(ids[prev_bad[0]], prev_bad[1])
         # a fresh accumulator starts from c: zero, or the addend's element
         start = new & ~is_acc & ~from_prev
         if start.any():
             celem = start & (ckind == TG.ELEM)
             if celem.any():
                 if prev is not None:             # the addend is a result: memory still holding the input is stale
-                    self._wit_op("wrong-element", ins, tids, Ct, celem, Cl, Cr, regs["c"],
-                                 "the accumulator starts from an input element",
-                                 f"{con.c.addend}, the result of {prev.c.out} = {prev.c.text} (contract {con.c.text})")
+                    self._taint(ids[celem], self._wit_op(
+                        "wrong-element", ins, p, tids, Ct, celem, Cl, Cr, regs["c"],
+                        "the accumulator starts from an input element",
+                        f"{con.c.addend}, the result of {prev.c.out} = {prev.c.text} (contract {con.c.text})"))
+                    celem = celem & False
                 elif con.addend is None or (TG.buf(Ct[celem]) != con.add_tag).any():
-                    self._wit_op("wrong-element", ins, tids, Ct, celem, Cl, Cr, regs["c"],
-                                 "an input element in the accumulator", f"zero (contract {con.c.text})")
-                else:
+                    bad = celem if con.addend is None else celem & (TG.buf(Ct) != con.add_tag)
+                    self._taint(ids[bad], self._wit_op("wrong-element", ins, p, tids, Ct, bad, Cl, Cr, regs["c"],
+                                                       "an input element in the accumulator",
+                                                       f"zero (contract {con.c.text})"))
+                    celem = celem & ~bad
+                if celem.any():
                     bch, r, cl, ok = self._coords(Ct[celem], con.addend, False)
                     fi = ids[celem]
                     self.acc_m[fi], self.acc_n[fi], self.acc_b[fi] = r, cl, bch
                     self.acc_add[fi] = True
             cconst = start & (ckind == TG.NONE) & ~self._zero(Cv, Lc)
             if cconst.any():
-                self._wit_op("wrong-element", ins, tids, Ct, cconst, Cl, Cr, regs["c"],
-                             "a non-zero constant in the accumulator", "zero or the contract's addend")
+                self._taint(ids[cconst], self._wit_op("wrong-element", ins, p, tids, Ct, cconst, Cl, Cr, regs["c"],
+                                                      "a non-zero constant in the accumulator",
+                                                      "zero or the contract's addend", values=Cv, lay=Lc))
             cg = start & (ckind == TG.GARBLED)
             if cg.any():
-                self._wit_op("wrong-element", ins, tids, Ct, cg, Cl, Cr, regs["c"],
-                             "a value computed from several elements in the accumulator", "zero or an accumulator")
+                self._taint(ids[cg], self._wit_op("wrong-element", ins, p, tids, Ct, cg, Cl, Cr, regs["c"],
+                                                  "a value computed from several elements in the accumulator",
+                                                  "zero or an accumulator"))
+        if Ci.any():                             # c read as another type than it holds
+            self._taint_max(ids, Ci)
         self.acc_line[ids.ravel()] = ins.line
         self.acc_t[ids] = tids[:, Cl]
         self.acc_regs[ins.line] = (regs["a"], regs["b"])
@@ -302,24 +336,42 @@ class Provenance:
         # every product of the mma at once: axes (warp, m, n, k slot)
         A4 = At[:, :, None, :]
         Az = self._zero(Av, La)[:, :, None, :]
+        Ai4 = Ai[:, :, None, :]
         abch, am, ak, aok = (x[:, :, None, :] for x in self._coords(At, con.lhs, con.c.lhs_t))
         if kidx is None:
             B4 = np.swapaxes(Bt, 1, 2)[:, None, :, :]
-            Bz = self._zero(np.swapaxes(Bv, 1, 2), Lb)[:, None, :, :]
+            Bv4 = np.swapaxes(Bv, 1, 2)[:, None, :, :]
+            Bi4 = np.swapaxes(Bi, 1, 2)[:, None, :, :]
             bbch, bk, bn, bok = (np.swapaxes(x, 1, 2)[:, None, :, :] for x in self._coords(Bt, con.rhs, con.c.rhs_t))
             brows = np.broadcast_to(np.arange(K), (W, M, N, K))
         else:                                   # stored column kk of row m meets B row kidx[w, m, kk]
             wi, ni = np.arange(W)[:, None, None, None], np.arange(N)[None, None, :, None]
             ki = kidx[:, :, None, :]
-            B4, Bz = Bt[wi, ki, ni], self._zero(Bv[wi, ki, ni], Lb)
+            B4, Bv4, Bi4 = Bt[wi, ki, ni], Bv[wi, ki, ni], Bi[wi, ki, ni]
             bbch, bk, bn, bok = (x[wi, ki, ni] for x in self._coords(Bt, con.rhs, con.c.rhs_t))
             brows = np.broadcast_to(ki, (W, M, N, K))
+        Bz = self._zero(Bv4, Lb)
         shape = (W, M, N, K)
         ka, kb_ = TG.kind(A4), TG.kind(B4)
-        act = ~np.broadcast_to(((ka == TG.NONE) & Az) | ((kb_ == TG.NONE) & Bz), shape)
-        # an element of the operand's buffer outside its view (another slice, padding) is not the operand's
-        good_a = np.broadcast_to((ka == TG.ELEM) & (TG.buf(A4) == con.lhs_tag) & aok, shape)
-        good_b = np.broadcast_to((kb_ == TG.ELEM) & (TG.buf(B4) == con.rhs_tag) & bok, shape)
+        # a product with a constant factor is no product when it is exactly zero whatever the data:
+        # an integer zero; a float zero times a finite constant (padding x padding).  A float zero
+        # times an element is not: 0 x Inf is NaN
+        ca, cb = ka == TG.NONE, kb_ == TG.NONE
+        za, zb = ca & Az, cb & Bz
+        if _is_int(form.atype) and _is_int(form.btype):
+            neutral = za | zb
+        else:
+            neutral = np.zeros(shape, bool)
+            if za.any() and cb.any():
+                neutral = neutral | (za & cb & self._finite(Bv4, form.btype))
+            if zb.any() and ca.any():
+                neutral = neutral | (zb & ca & self._finite(Av, form.atype)[:, :, None, :])
+        act = ~np.broadcast_to(neutral, shape)
+        # an element of the operand's buffer outside its view (another slice, padding) is not the
+        # operand's; an element changed by arithmetic is not the element
+        good_a = np.broadcast_to((ka == TG.ELEM) & (TG.buf(A4) == con.lhs_tag) & aok & (TG.deriv(A4) != TG.ARITH), shape)
+        good_b = np.broadcast_to((kb_ == TG.ELEM) & (TG.buf(B4) == con.rhs_tag) & bok & (TG.deriv(B4) != TG.ARITH),
+                                 shape)
         # an operand that is an earlier contract's result must be that result, not stale memory
         if self._producer(con, con.c.lhs) is not None:
             good_a = good_a & np.broadcast_to(a_res[:, :, None, :], shape)
@@ -327,21 +379,35 @@ class Provenance:
             b_r = np.swapaxes(b_res, 1, 2)[:, None, :, :] if kidx is None else b_res[wi, ki, ni]
             good_b = good_b & np.broadcast_to(b_r, shape)
         A4, B4 = np.broadcast_to(A4, shape), np.broadcast_to(B4, shape)
+        ids4 = np.broadcast_to(ids[..., None], shape)
 
         def first(mask):
             w, i, j, kk = map(int, np.argwhere(mask)[0])
             return kk, int(brows[w, i, j, kk])
 
+        # operand issues (a value read as another type, or carrying one) go to the accumulators
+        # of the products they are in
+        carried = None
+        if Ai4.any() or Bi4.any():
+            a_, b_ = np.broadcast_to(Ai4, shape), np.broadcast_to(Bi4, shape)
+            carried = np.where(act, np.where(a_ > 0, a_, b_), 0)         # A's witness first
+        if carried is not None and carried.any():
+            big = np.where(carried > 0, carried, np.iinfo(np.int64).max).min(axis=-1)
+            self._taint_max(ids, np.where(big == np.iinfo(np.int64).max, 0, big))
         bad_a = act & ~good_a
         if bad_a.any():
             kk, _ = first(bad_a)
-            self._wit_prod("wrong-element", ins, tids, A4[..., kk], bad_a[..., kk], Al[:, kk], Ar[:, kk], regs["a"],
-                           "A", kk, con)
+            i = self._wit_prod("wrong-element", ins, p, tids, A4[..., kk], bad_a[..., kk], Al[:, kk], Ar[:, kk],
+                               regs["a"], "A", kk, con, values=Av[:, :, None, kk], lay=La)
+            self._example(i, ids, bad_a[..., kk])
+            self._taint(ids[bad_a.any(axis=-1)], i)
         bad_b = act & good_a & ~good_b
         if bad_b.any():
             kk, br = first(bad_b)
-            self._wit_prod("wrong-element", ins, tids, B4[..., kk], bad_b[..., kk], Bl[br], Br[br], regs["b"], "B",
-                           kk, con, row_axis=False)
+            i = self._wit_prod("wrong-element", ins, p, tids, B4[..., kk], bad_b[..., kk], Bl[br], Br[br], regs["b"],
+                               "B", kk, con, row_axis=False, values=Bv4[..., kk], lay=Lb)
+            self._example(i, ids, bad_b[..., kk])
+            self._taint(ids[bad_b.any(axis=-1)], i)
         ok = act & good_a & good_b
         if ok.any():
             am4, ak4, ab4 = (np.broadcast_to(x, shape) for x in (am, ak, abch))
@@ -351,11 +417,12 @@ class Provenance:
                 kk, br = first(kmis)
                 w0, i0, j0 = map(int, np.argwhere(kmis[..., kk])[0])
                 done = int(sum(bin(int(x)).count("1") for x in self.kbits[ids[w0, i0, j0], 0]))
-                self._wit_k(ins, tids, A4[..., kk], B4[..., kk], kmis[..., kk], (Al[:, kk], Ar[:, kk], regs["a"]),
-                            (Bl[br], Br[br], regs["b"]), kk, K, con, am4[..., kk], ak4[..., kk], bk4[..., kk],
-                            bn4[..., kk], expected=done + kk)
+                i = self._wit_k(ins, p, tids, A4[..., kk], B4[..., kk], kmis[..., kk], (Al[:, kk], Ar[:, kk], regs["a"]),
+                                (Bl[br], Br[br], regs["b"]), kk, K, con, am4[..., kk], ak4[..., kk], bk4[..., kk],
+                                bn4[..., kk], expected=done + kk)
+                self._example(i, ids, kmis[..., kk])
+                self._taint(ids[kmis.any(axis=-1)], i)
             ok &= ~kmis
-            ids4 = np.broadcast_to(ids[..., None], shape)
             unset = ok & (self.acc_m[ids4] < 0)
             if unset.any():
                 self.acc_m[ids4[unset]] = am4[unset]
@@ -364,8 +431,10 @@ class Provenance:
             wrong_mn = ok & ((self.acc_m[ids4] != am4) | (self.acc_n[ids4] != bn4) | (self.acc_b[ids4] != ab4))
             if wrong_mn.any():
                 kk, _ = first(wrong_mn)
-                self._wit_mn(ins, tids, A4[..., kk], B4[..., kk], wrong_mn[..., kk], Al[:, kk], Ar[:, kk], regs["a"],
-                             kk, con, am4[..., kk], bn4[..., kk], ids)
+                i = self._wit_mn(ins, p, tids, A4[..., kk], B4[..., kk], wrong_mn[..., kk], Al[:, kk], Ar[:, kk],
+                                 regs["a"], kk, con, am4[..., kk], bn4[..., kk], ids)
+                self._example(i, ids, wrong_mn[..., kk])
+                self._taint(ids[wrong_mn.any(axis=-1)], i)
             ok &= ~wrong_mn
         if ok.any():
             cls = 2 * (TG.deriv(A4) == TG.RESID) + (TG.deriv(B4) == TG.RESID)
@@ -383,8 +452,10 @@ class Provenance:
                 dup[w, i, j] |= ok[w, i, j] & (ak4[w, i, j] * 4 + cls[w, i, j] == kd)
             if dup.any():
                 kk, _ = first(dup)
-                self._wit_dup(ins, tids, A4[..., kk], dup[..., kk], Al[:, kk], Ar[:, kk], regs["a"], con,
-                              am4[..., kk], ak4[..., kk], bn4[..., kk], cls[..., kk])
+                i = self._wit_dup(ins, p, tids, A4[..., kk], dup[..., kk], Al[:, kk], Ar[:, kk], regs["a"], con,
+                                  am4[..., kk], ak4[..., kk], bn4[..., kk], cls[..., kk])
+                self._example(i, ids, dup[..., kk])
+                self._taint(ids[dup.any(axis=-1)], i)
             np.bitwise_or.at(self.kbits, (sel_ids, sel_cls, sel_w), np.uint64(1) << sel_b)
             self.products += int(ok.sum())
             slot = np.broadcast_to(np.arange(K), shape) if kidx is None else brows
@@ -392,9 +463,10 @@ class Provenance:
             self.formations += np.bincount(cls[ok].ravel(), minlength=4)
             self.derivs["A"] += np.bincount(TG.deriv(A4[ok]).ravel(), minlength=4)[:4]
             self.derivs["B"] += np.bincount(TG.deriv(B4[ok]).ravel(), minlength=4)[:4]
-        # d's tags: the accumulator ids at the d fragment
+        # d's tags: the accumulator ids at the d fragment, encoded as .dtype
         lay, en = (fr["d"], fr["d"].enumerate()) if "d" in fr else _frag(form, "d")
         eb = lay.elem_bits // 8
+        dfmt = TG.fmt_code(form.dtype)
         out = []
         T = m.T
         for j in range(len(regs["d"])):
@@ -402,7 +474,7 @@ class Provenance:
             sel_ = en["reg"] == j
             ln, el, rw, cl = en["lane"][sel_], en["elem"][sel_], en["row"][sel_], en["col"][sel_]
             for b in range(eb):
-                t_ = TG.make(TG.ACC, 0, ids[:, rw, cl], b)                       # [W, P]
+                t_ = TG.make(TG.ACC, 0, ids[:, rw, cl], b, fmt=dfmt)             # [W, P]
                 tg[tids[:, ln], el * eb + b] = t_
             out.append(tg)
         return out
@@ -460,9 +532,10 @@ class Provenance:
                 return x
         return None
 
-    def _chained(self, ins, tids, T, hl, hr, regs, rows):
+    def _chained(self, ins, p, tids, T, hl, hr, regs, rows):
         """An operand that is another contract's accumulator (attention: S = Q @ K.T feeds
-        O = S @ V): complete accumulators become that contract's output elements."""
+        O = S @ V): complete accumulators become that contract's output elements (in the
+        format the kernel converted them to), carrying the accumulator's deferred witness."""
         acc = TG.kind(T) == TG.ACC
         if not acc.any():
             return T, acc
@@ -480,7 +553,7 @@ class Provenance:
                 idx = self.acc_b[a] * st[0] + self.acc_m[a] * st[1] + self.acc_n[a] * st[2]
             else:
                 idx = self.acc_m[a] * st[0] + self.acc_n[a] * st[1]
-            T[sel] = TG.make(TG.ELEM, con.out_tag, idx + b.elem_offset, TG.byte(T[sel]), TG.CONV)
+            iss = np.maximum(self.acc_issue[a], TG.issue(T[sel]))
             full = self._complete(a, con.K)
             if (~full).any():
                 k = int(np.flatnonzero(~full)[0])
@@ -488,10 +561,12 @@ class Provenance:
                 pos = r if rows else c
                 t, reg = self._holder(tids, w, hl[pos] if hl.ndim == 1 else hl[r, c], hr[pos] if hr.ndim == 1
                                       else hr[r, c], regs)
-                self.m.witness("missing-product", ins, t, reg,
-                               f"the accumulator of {b.name}[{self.acc_m[a[k]]}][{self.acc_n[a[k]]}] before all its "
-                               f"products ({self._count(a[k])} of {con.K})",
-                               f"{b.name} complete ({con.c.text}) before it feeds this mma")
+                i = self.m.issue((p, "chained", rows), "missing-product", ins, t, reg,
+                                 f"the accumulator of {b.name}[{self.acc_m[a[k]]}][{self.acc_n[a[k]]}] before all its "
+                                 f"products ({self._count(a[k])} of {con.K})",
+                                 f"{b.name} complete ({con.c.text}) before it feeds this mma")
+                iss = np.where(~full & (iss == 0), i, iss)
+            T[sel] = TG.with_issue(TG.make(TG.ELEM, con.out_tag, idx + b.elem_offset, TG.byte(T[sel]), TG.CONV, TG.fmt(T[sel])), iss)
         return T, acc
 
     def _required(self, con, rows):
@@ -547,25 +622,30 @@ class Provenance:
             ia, ib = TG.idx(a0[t]), TG.idx(b0[t])
             same = (self.acc_m[ia] == self.acc_m[ib]) & (self.acc_n[ia] == self.acc_n[ib]) & \
                 (self.acc_b[ia] == self.acc_b[ib])
+            iss = np.maximum(self.acc_issue[ia], self.acc_issue[ib])
+            iss = np.maximum(iss, np.maximum(TG.issue(a0[t]), TG.issue(b0[t])))
             if (~same).any():
                 k = int(np.flatnonzero(~same)[0])
-                m.witness("wrong-element", ins, t[k], ins.ops[1].name,
-                          f"adds the accumulator of ({self.acc_m[ia[k]]}, {self.acc_n[ia[k]]}) to that of "
-                          f"({self.acc_m[ib[k]]}, {self.acc_n[ib[k]]})", "partial sums of the same output element")
-            dup = (self.kbits[ia] & self.kbits[ib]) != 0
+                i = m.issue((ins.line, "merge-mn"), "wrong-element", ins, t[k], ins.ops[1].name,
+                            f"adds the accumulator of ({self.acc_m[ia[k]]}, {self.acc_n[ia[k]]}) to that of "
+                            f"({self.acc_m[ib[k]]}, {self.acc_n[ib[k]]})", "partial sums of the same output element")
+                iss = np.where(~same & (iss == 0), i, iss)
+            dup = ((self.kbits[ia] & self.kbits[ib]) != 0).any(axis=(1, 2))
             if dup.any():
-                k = int(np.flatnonzero(dup.any(axis=(1, 2)))[0])
-                m.witness("duplicate-product", ins, t[k], ins.ops[1].name,
-                          f"both partial sums of ({self.acc_m[ia[k]]}, {self.acc_n[ia[k]]}) hold some product",
-                          "each k once")
+                k = int(np.flatnonzero(dup)[0])
+                i = m.issue((ins.line, "merge-dup"), "duplicate-product", ins, t[k], ins.ops[1].name,
+                            f"both partial sums of ({self.acc_m[ia[k]]}, {self.acc_n[ia[k]]}) hold some product",
+                            "each k once")
+                iss = np.where(dup & (iss == 0), i, iss)
             new = self._alloc(len(t))
+            self.acc_issue[new] = iss
             for key in ("acc_m", "acc_n", "acc_b", "acc_c"):
                 arr = getattr(self, key)
                 arr[new] = arr[ia]
             self.acc_add[new] = self.acc_add[ia] | self.acc_add[ib]
             self.kbits[new] = self.kbits[ia] | self.kbits[ib]
             self.acc_line[new] = ins.line
-            out[t] = TG.make(TG.ACC, 0, new[:, None], np.arange(nb)[None, :] % 8)
+            out[t] = TG.make(TG.ACC, 0, new[:, None], np.arange(nb)[None, :] % 8, fmt=TG.fmt(a0[t])[:, None])
         if add_c.any():
             t = np.flatnonzero(add_c)
             acc_t = np.where(ka[t] == TG.ACC, a0[t], b0[t])
@@ -581,19 +661,23 @@ class Provenance:
                     ok[np.flatnonzero(sel)[good]] = True
             if (~ok).any():
                 k = int(np.flatnonzero(~ok)[0])
-                m.witness("wrong-element", ins, t[k], ins.ops[1].name,
-                          f"adds {self._describe(el_t[k])} to the accumulator of ({self.acc_m[ia[k]]}, {self.acc_n[ia[k]]})",
-                          "the contract's addend at the accumulator's (m, n)")
+                i = m.issue((ins.line, "merge-addend"), "wrong-element", ins, t[k], ins.ops[1].name,
+                            f"adds {self._describe(el_t[k])} to the accumulator of ({self.acc_m[ia[k]]}, "
+                            f"{self.acc_n[ia[k]]})", "the contract's addend at the accumulator's (m, n)")
+                out[t[~ok]] = TG.with_issue(out[t[~ok]], i)
+            acc_f = TG.fmt(acc_t[ok])
+            iss = np.maximum(self.acc_issue[ia[ok]], np.maximum(TG.issue(acc_t[ok]), TG.issue(el_t[ok])))
             tt, ia = t[ok], ia[ok]
             if tt.size:
                 new = self._alloc(len(tt))
+                self.acc_issue[new] = iss
                 for key in ("acc_m", "acc_n", "acc_b", "acc_c"):
                     arr = getattr(self, key)
                     arr[new] = arr[ia]
                 self.acc_add[new] = True
                 self.kbits[new] = self.kbits[ia]
                 self.acc_line[new] = ins.line
-                out[tt] = TG.make(TG.ACC, 0, new[:, None], np.arange(nb)[None, :] % 8)
+                out[tt] = TG.make(TG.ACC, 0, new[:, None], np.arange(nb)[None, :] % 8, fmt=acc_f[:, None])
         return out
 
     def _add_upstream(self, ins, both, a0, b0, out, nb):
@@ -617,48 +701,82 @@ class Provenance:
         same = (self.acc_m[down] == self.acc_m[up]) & (self.acc_n[down] == self.acc_n[up]) & \
             (self.acc_b[down] == self.acc_b[up])
         bad = ~full | ~same | self.acc_add[down]
+        iss = np.maximum(self.acc_issue[down], self.acc_issue[up])
         if bad.any():
             k = int(np.flatnonzero(bad)[0])
-            self.m.witness("wrong-element" if same[k] else "wrong-address", ins, tt[k], ins.ops[1].name,
-                           f"adds the accumulator of ({self.acc_m[up[k]]}, {self.acc_n[up[k]]}) of {con_up[k].c.out} "
-                           f"({self._count(up[k])} of {con_up[k].K} products) to that of ({self.acc_m[down[k]]}, "
-                           f"{self.acc_n[down[k]]})" + (" which already has its addend" if self.acc_add[down[k]] else ""),
-                           f"{con_up[k].c.out} complete, added once at the same element")
+            i = self.m.issue((ins.line, "upstream"), "wrong-element" if same[k] else "wrong-address", ins, tt[k],
+                             ins.ops[1].name,
+                             f"adds the accumulator of ({self.acc_m[up[k]]}, {self.acc_n[up[k]]}) of {con_up[k].c.out} "
+                             f"({self._count(up[k])} of {con_up[k].K} products) to that of ({self.acc_m[down[k]]}, "
+                             f"{self.acc_n[down[k]]})" + (" which already has its addend" if self.acc_add[down[k]] else ""),
+                             f"{con_up[k].c.out} complete, added once at the same element")
+            iss = np.where(bad & (iss == 0), i, iss)
         new = self._alloc(len(tt))
+        self.acc_issue[new] = iss
         for key in ("acc_m", "acc_n", "acc_b", "acc_c"):
             arr = getattr(self, key)
             arr[new] = arr[down]
         self.acc_add[new] = True
         self.kbits[new] = self.kbits[down]
         self.acc_line[new] = ins.line
-        out[tt] = TG.make(TG.ACC, 0, new[:, None], np.arange(nb)[None, :] % 8)
+        out[tt] = TG.make(TG.ACC, 0, new[:, None], np.arange(nb)[None, :] % 8, fmt=TG.fmt(a0[tt])[:, None])
         both = both.copy()
         both[tt] = False
         return both, out
 
     # --------------------------------------------------------------- witnesses
-    def _describe(self, t, con=None):
+    def _example(self, i, ids, bad):
+        """Deferred witness i describes the product of the first accumulator of ``bad`` [W, M, N]."""
+        if i not in self.example:
+            self.example[i] = int(ids[tuple(np.argwhere(bad)[0])])
+
+    def _taint(self, ids, i):
+        """Accumulators ``ids`` carry deferred witness i (the first one they meet stays)."""
+        ids = np.asarray(ids).ravel()
+        cur = self.acc_issue[ids]
+        self.acc_issue[ids] = np.where(cur == 0, i, cur)
+
+    def _taint_max(self, ids, iss):
+        sel = np.asarray(iss) > 0
+        if sel.any():
+            self._taint_each(np.asarray(ids)[sel], np.asarray(iss)[sel])
+
+    def _taint_each(self, ids, iss):
+        cur = self.acc_issue[ids]
+        self.acc_issue[ids] = np.where(cur == 0, iss, cur)
+
+    def _finite(self, value, typ):
+        """Finite values of a float type (constants: padding); integers are always finite."""
+        from ..numerics.formats import get_format, to_float64
+        if not typ or _is_int(typ):
+            return np.ones(np.shape(value), bool)
+        f = get_format("f32" if typ == "tf32" else typ)
+        v = np.asarray(value, np.uint64)
+        with np.errstate(all="ignore"):
+            return np.isfinite(np.asarray(to_float64(v.ravel(), f), np.float64)).reshape(v.shape)
+
+    def _describe(self, t, con=None, value=None, lay=None):
         t = int(t)
         k = int(TG.kind(t))
         if k == TG.NONE:
+            if value is not None and lay is not None:
+                return f"the constant {int(value):#0{2 + (lay.value_bits + 3) // 4}x} (not loaded from any buffer)"
             return "a constant (not loaded from any buffer)"
-        if k == TG.ACC:
+        f = TG.fmt_name(int(TG.fmt(t)))
+        if k == TG.ACC or int(TG.buf(t)) == 0:
             i = int(TG.idx(t))
-            return f"accumulator of ({self.acc_m[i]}, {self.acc_n[i]})"
+            s = f"accumulator of ({self.acc_m[i]}, {self.acc_n[i]})" if 0 <= i < len(self.acc_m) else "an accumulator"
+            return ("a value mixing several elements, first the " + s) if k == TG.GARBLED else s
         bi = int(TG.buf(t))
-        if bi == 0:                                  # garbled from an accumulator (which has no buffer)
-            i = int(TG.idx(t))
-            return ("a value mixing several elements, first the accumulator of "
-                    f"({self.acc_m[i]}, {self.acc_n[i]})" if 0 <= i < self.nacc else "a value mixing several elements")
+        if bi not in self.dec or bi > len(self.m.buffers):
+            return "a value of an unknown element"
         b = self.m.buffers[bi - 1][0]
-        if self.dec.get(bi) is None:                 # zero strides: no coordinates to name
-            co, ok = np.zeros((1, len(b.shape)), np.int64), np.array([False])
-        else:
-            co, ok = self.dec[bi](np.array([TG.idx(t)]))
+        dec = self.dec[bi]
+        co, ok = dec(np.array([TG.idx(t)])) if dec is not None else (None, [False])
         d = int(TG.deriv(t))
         s = f"{b.name}[{']['.join(str(int(x)) for x in co[0])}]" if ok[0] else f"{b.name} element #{int(TG.idx(t))}"
         if d:
-            s += f" ({TG.DERIV_NAMES[d]})"
+            s += f" ({TG.DERIV_NAMES[d]}" + (f" to .{f}" if d == TG.CONV and f else "") + ")"
         if k == TG.GARBLED:
             s = "a value mixing several elements, first " + s
         return s
@@ -666,19 +784,24 @@ class Provenance:
     def _holder(self, tids, w, lane, reg, regs):
         return int(tids[w, lane]), regs[int(reg)]
 
-    def _wit_op(self, kind, ins, tids, T, bad, hl, hr, regs, arrived, wanted):
+    def _wit_op(self, kind, ins, p, tids, T, bad, hl, hr, regs, arrived, wanted, values=None, lay=None):
         w, r, c = map(int, np.argwhere(bad)[0])
         t, reg = self._holder(tids, w, hl[r, c], hr[r, c], regs)
-        self.m.witness(kind, ins, t, reg, f"{arrived}: {self._describe(T[w, r, c])}", wanted)
+        v = None if values is None else values[w, r, c]
+        return self.m.issue((p, "c", arrived), kind, ins, t, reg,
+                            lambda: f"{arrived}: {self._describe(T[w, r, c], value=v, lay=lay)}", wanted)
 
-    def _wit_prod(self, kind, ins, tids, T, bad, hl, hr, regs, which, kk, con, row_axis=True):
+    def _wit_prod(self, kind, ins, p, tids, T, bad, hl, hr, regs, which, kk, con, row_axis=True, values=None,
+                  lay=None):
         w, i, j = map(int, np.argwhere(bad)[0])
         pos = i if row_axis else j
         t, reg = self._holder(tids, w, hl[pos], hr[pos], regs)
         want = f"an element of {con.c.lhs if which == 'A' else con.c.rhs}"
-        self.m.witness(kind, ins, t, reg, f"operand {which}, k slot {kk}: {self._describe(T[w, i, j])}", want)
+        v = None if values is None else np.broadcast_to(values, bad.shape)[w, i, j]
+        return self.m.issue((p, "operand", which), kind, ins, t, reg,
+                            lambda: f"operand {which}, k slot {kk}: {self._describe(T[w, i, j], value=v, lay=lay)}", want)
 
-    def _wit_k(self, ins, tids, at, bt, bad, ha, hb, kk, K, con, am, ak, bk, bn, expected=None):
+    def _wit_k(self, ins, p, tids, at, bt, bad, ha, hb, kk, K, con, am, ak, bk, bn, expected=None):
         w, i, j = map(int, np.argwhere(bad)[0])
         ta, ra = self._holder(tids, w, ha[0][i], ha[1][i], ha[2])
         tb, rb = self._holder(tids, w, hb[0][j], hb[1][j], hb[2])
@@ -690,31 +813,29 @@ class Provenance:
         else:
             blame_b = (a_k % K == kk) and (b_k % K != kk)
         t, reg = (tb, rb) if blame_b else (ta, ra)
-        other_t, other_r = (ta, ra) if blame_b else (tb, rb)
-        path = self.m.path_of(reg, t)
-        path.append((ins.line, ins.text))
-        self.m.witness("wrong-element", ins, t, reg,
-                       f"k slot {kk} pairs {self._describe(at[w, i, j])} with {self._describe(bt[w, i, j])}",
-                       f"{con.c.lhs}[{int(am[w, i, j])}][k] x {con.c.rhs}[k][{int(bn[w, i, j])}] with the same k "
-                       f"(A brings k = {a_k}, B brings k = {b_k}; operand {'B' if blame_b else 'A'} is out of order)",
-                       path=path)
+        path = lambda: self.m.path_of(reg, t) + [(ins.line, ins.text)]  # noqa: E731
+        return self.m.issue((p, "k"), "wrong-element", ins, t, reg,
+                            lambda: f"k slot {kk} pairs {self._describe(at[w, i, j])} with {self._describe(bt[w, i, j])}",
+                            f"{con.c.lhs}[{int(am[w, i, j])}][k] x {con.c.rhs}[k][{int(bn[w, i, j])}] with the same k "
+                            f"(A brings k = {a_k}, B brings k = {b_k}; operand {'B' if blame_b else 'A'} is out of order)",
+                            path=path)
 
-    def _wit_mn(self, ins, tids, at, bt, bad, hl, hr, regs, kk, con, am, bn, ids):
+    def _wit_mn(self, ins, p, tids, at, bt, bad, hl, hr, regs, kk, con, am, bn, ids):
         w, i, j = map(int, np.argwhere(bad)[0])
         t, reg = self._holder(tids, w, hl[i], hr[i], regs)
         a = int(ids[w, i, j])
-        self.m.witness("wrong-element", ins, t, reg,
-                       f"k slot {kk}: {self._describe(at[w, i, j])} x {self._describe(bt[w, i, j])} "
-                       f"(a product for ({int(am[w, i, j])}, {int(bn[w, i, j])}))",
-                       f"products for the accumulator's element ({self.acc_m[a]}, {self.acc_n[a]})")
+        return self.m.issue((p, "mn"), "wrong-element", ins, t, reg,
+                            lambda: f"k slot {kk}: {self._describe(at[w, i, j])} x {self._describe(bt[w, i, j])} "
+                            f"(a product for ({int(am[w, i, j])}, {int(bn[w, i, j])}))",
+                            f"products for the accumulator's element ({self.acc_m[a]}, {self.acc_n[a]})")
 
-    def _wit_dup(self, ins, tids, at, bad, hl, hr, regs, con, am, ak, bn, cls):
+    def _wit_dup(self, ins, p, tids, at, bad, hl, hr, regs, con, am, ak, bn, cls):
         w, i, j = map(int, np.argwhere(bad)[0])
         t, reg = self._holder(tids, w, hl[i], hr[i], regs)
-        self.m.witness("duplicate-product", ins, t, reg,
-                       f"a second product {_CLASS_NAMES[int(cls[w, i, j])]} with k = {int(ak[w, i, j])} for "
-                       f"({int(am[w, i, j])}, {int(bn[w, i, j])}): {self._describe(at[w, i, j])}",
-                       "each k once")
+        return self.m.issue((p, "dup"), "duplicate-product", ins, t, reg,
+                            lambda: f"a second product {_CLASS_NAMES[int(cls[w, i, j])]} with k = {int(ak[w, i, j])} "
+                            f"for ({int(am[w, i, j])}, {int(bn[w, i, j])}): {self._describe(at[w, i, j])}",
+                            "each k once")
 
     # --------------------------------------------------------------- stores / verdict
     def on_store(self, ins, p, space, addr, tidx, eb, nv, srcs):
@@ -753,6 +874,24 @@ class Provenance:
                 self._wit_store("missing-product", None, byte0[pos], f"{b.name}{list(pos)} never stored",
                                 f"{b.name}{list(pos)} = sum over k of {con.c.lhs}[m][k]*{con.c.rhs}[k][n]")
             k_ = TG.kind(t0)
+            # deferred witnesses whose value reached this output: now observable
+            iss = np.where(consider & written & (k_ == TG.ACC), self.acc_issue[np.where(k_ == TG.ACC, TG.idx(t0), 0)], 0)
+            iss = np.where(consider & written, np.maximum(iss, TG.issue(t0)), 0)
+            for bb in range(1, eb):
+                iss = np.where(consider & written, np.maximum(iss, TG.issue(m.heap.tags[byte0 + bb])), iss)
+            if iss.any():
+                accid = np.where(k_ == TG.ACC, TG.idx(t0), -1)
+                for i in np.unique(iss[iss > 0]):
+                    at = iss == i
+                    ex = self.example.get(int(i))
+                    own = at & (accid == ex) if ex is not None else np.zeros_like(at)
+                    pos = tuple(int(x) for x in np.argwhere(own if own.any() else at)[0])
+                    src = int(m.heap.src[byte0[pos]])
+                    where = f"{b.name}[{']['.join(map(str, pos))}]" + (
+                        f" (stored at line {m.instrs[src].line})" if src >= 0 else "")
+                    m.report(int(i), f"; this value reaches {where}" if ex is None or own.any() else
+                             f"; this product's accumulator is not stored, but products of this instruction "
+                             f"with the same fault reach {where}")
             notacc = consider & written & (k_ != TG.ACC)
             if notacc.any():
                 pos = tuple(int(x) for x in np.argwhere(notacc)[0])
@@ -778,6 +917,18 @@ class Provenance:
                                     f"byte {bb} of the accumulator of ({r[pos]}, {c[pos]})")
                     break
             good = acc & ~wrong
+            # the accumulator encoded as the buffer's type, all of its bytes
+            f0 = TG.fmt(t0)
+            fmts = {int(x) for x in np.unique(f0[good])} - {0}
+            for fc in sorted(fmts):
+                fn = TG.fmt_name(fc)
+                if not (TG.compatible(fn, b.type) and TG.fmt_bits(fn) == b.bits):
+                    pos = tuple(int(x) for x in np.argwhere(good & (f0 == fc))[0])
+                    self._wit_store("wrong-type", t0[pos], byte0[pos],
+                                    f"{b.name}{list(pos)} holds the accumulator of ({r[pos]}, {c[pos]}) encoded as .{fn}"
+                                    + (f" ({eb} of its {TG.fmt_bits(fn) // 8} bytes)" if TG.fmt_bits(fn) != b.bits
+                                       else ""),
+                                    f"the value encoded as .{b.type}, the declared type of {b.name}")
             K = con.K
             fullw = self._required(con, r)                              # [..., nwords]: the k's each output needs
             kb = self.kbits[ids]                                       # [..., 4, nwords]
@@ -842,6 +993,18 @@ class Provenance:
             if (ins.line, ins.text) not in path:
                 path.append((ins.line, ins.text))
         m.witness(kind, ins, t, "", arrived, wanted, path=path)
+
+
+def _encoded(m, t0, got):
+    """'a .f16 value, as A is declared' / 'a .f32 value (A is declared .f16)'."""
+    if TG.kind(t0) == TG.ELEM and m.prov is not None and 0 < int(TG.buf(t0)) <= len(m.spec.buffers):
+        b = m.spec.buffers[int(TG.buf(t0)) - 1]
+        return f"a .{got} value" + (f", as {b.name} is declared" if got == b.type else f" ({b.name} is declared .{b.type})")
+    return f"a .{got} value"
+
+
+def _is_int(typ) -> bool:
+    return bool(typ) and typ[0] in "subs" and typ not in ("bf16",) and typ[1:].isdigit()
 
 
 def _regs_of(ins):

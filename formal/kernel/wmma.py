@@ -42,7 +42,7 @@ class Frag:
     """A fragment map as arrays (the interface formal.kernel.provenance reads): per slot
     (lane, reg, elem) the cell (row, col) it holds."""
 
-    def __init__(self, fmap, elem_bits: int, reg_bits: int = 32):
+    def __init__(self, fmap, elem_bits: int, reg_bits: int | None = None):
         single = fmap.single()                                    # [32, elements]
         if (single == -2).any():
             # several cells in one slot: keep the first (duplicates carry the same value)
@@ -59,7 +59,7 @@ class Frag:
         self.elem_bits = elem_bits
         self.value_bits = elem_bits
         self.shift = 0
-        self.reg_bits = reg_bits
+        self.reg_bits = reg_bits or max(32, elem_bits)          # .f64 fragments: one double per 64-bit register
         self.products = 1
         held = single >= 0
         lane, i = np.nonzero(held)
@@ -137,14 +137,16 @@ def wmma(m, p, ins, exe, gw, thread_ids):
         space = _space(ins)
         if not store:
             data, tg, srcs = _read_bytes(m, ins, space, ea.ravel(), tt.ravel(), eb)
+            m.spread_undef(tids)
             data = data.reshape(W, -1, eb)
             if tg is not None:
                 tg = tg.reshape(W, -1, eb)
             sub = np.zeros(m.T, bool)
             sub[tids.ravel()] = True
+            rb = fr.reg_bits // 8
             for j, r in enumerate(regs):
                 v = np.zeros((W, 32), dtype=U64)
-                t4 = np.zeros((W, 32, 4), np.int64) if tg is not None else None
+                t4 = np.zeros((W, 32, rb), np.int64) if tg is not None else None
                 sel = np.flatnonzero(en["reg"] == j)
                 for k in sel:
                     e = int(en["elem"][k])
@@ -159,8 +161,8 @@ def wmma(m, p, ins, exe, gw, thread_ids):
                 full[tids.ravel()] = v.ravel()
                 ft = None
                 if t4 is not None:
-                    ft = np.zeros((m.T, 4), np.int64)
-                    ft[tids.ravel()] = t4.reshape(-1, 4)
+                    ft = np.zeros((m.T, rb), np.int64)
+                    ft[tids.ravel()] = t4.reshape(-1, rb)
                 m.put(r, full, sub, ins, ft, p)
             return None
         # store: slot -> memory; a cell held by several slots is written once (first slot)
@@ -176,6 +178,7 @@ def wmma(m, p, ins, exe, gw, thread_ids):
                 data[:, n, b] = ((v >> U64(e * fr.elem_bits + 8 * b)) & U64(0xFF)).astype(np.uint8)
                 if tg is not None and to is not None:
                     tg[:, n, b] = to[tids[:, ln], e * eb + b]
+        m.spread_undef(tids)
         _write_bytes(m, ins, p, space, ea[:, first].ravel(), tt[:, first].ravel(), data.reshape(-1, eb),
                      None if tg is None else tg.reshape(-1, eb))
         return None
@@ -223,8 +226,13 @@ def wmma(m, p, ins, exe, gw, thread_ids):
     en = fd.enumerate()
     sub = np.zeros(m.T, bool)
     sub[tids.ravel()] = True
+    from .mma import undefined_d
+    du = undefined_d(m, tids, regs, {"a": fa, "b": fb, "c": fc, "d": fd})
     D = np.asarray(D).astype(U64)
     for j, r in enumerate(regs["d"]):
+        if du is not None:
+            m._uin = np.zeros(m.T, np.int32)
+            m._uin[tids] = du[:, :, j]
         v = np.zeros((W, 32), dtype=U64)
         sel = np.flatnonzero(en["reg"] == j)
         for k in sel:
