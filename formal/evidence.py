@@ -71,18 +71,20 @@ def table() -> str:
     if md:
         rows.append(("sparse metadata layouts (every sm_90 form x selector; lane x nibble located, "
                      "reversed pairs, random words)", f"{md['cases']} cases", f"{md['cases'] - md['match']} mismatching"))
-    npb = _load("numerics_probes_h100.json")
+    npb = _load("numerics_probes_h200.json") or _load("numerics_probes_h100.json")
     if npb:
-        rows.append(("numerics probes (hypothesis decisions: window, blocks, minexp, NaN, zero signs, f64 order)",
+        rows.append((f"numerics probes (hypothesis decisions: window, blocks, minexp, NaN, zero signs, f64 order, zero "
+                     f"operands in the alignment), {npb['device']['name'] if isinstance(npb.get('device'), dict) else 'H100'}",
                      f"{npb['probes']} probes, {npb['decided']} decided", f"{npb['probes'] - npb['model_ok']} disagree with the model"))
     vec = _load("vectors_h100.json")
     if vec:
         rows.append(("edge-case vectors (`formal.vectors`, every coverage model)",
                      f"{vec['total_vectors']:,} vectors, {vec['total_forms']} forms", f"{vec['total_mismatches']} mismatching"))
-    sel = _load("selector_oob_h100.json")
+    sel = _load("selector_oob_h200.json") or _load("selector_oob_h100.json")
     if sel:
-        rows.append(("an out-of-range sparsity selector that ptxas accepts (erratum S-SP-SELECTOR-OOB-TRAP)",
-                     ", ".join(sel["forms"]), f"traps: {sel['observation'].split(':')[1].strip()}"))
+        rows.append((f"the out-of-range sparsity selectors that ptxas accepts (erratum S-SP-SELECTOR-OOB-TRAP), "
+                     f"{sel['gpu']['name']}", ", ".join(sel["forms"]),
+                     f"{sel['observation'].count('trap:')} of {len(sel['forms'])} trap: cudaErrorIllegalInstruction"))
     mil = _load("hw_million_h100.json")
     if mil:
         rs = mil["runs"]
@@ -125,12 +127,15 @@ def table() -> str:
                      f"warp {'equal' if gec['witness']['gpu_equals_h100'] else 'DIFFERENT'}"))
     wg = _load("wgmma_silicon.json")
     if wg:
-        v = wg["verdicts"]
-        n_out = sum(b for _, b in v["numerics_outputs"].values())
-        n_ok = sum(a for a, _ in v["numerics_outputs"].values())
-        rows.append((f"wgmma (`formal/hw/wgmma_probe.py`): accumulator fragments (every N, .f32/.f16/.s32), A from "
-                     f"registers (8 types), descriptor readouts (swizzle, start address, base offset, LBO), numerics "
-                     f"of every dense type combination, {wg['gpu']['name']}, {wg['date']}",
+        runs = list(wg["runs"].values())
+        v = runs[0]["verdicts"]
+        outs = [x for r in runs for x in list(r["verdicts"]["numerics_outputs"].values())
+                + list(r["verdicts"].get("sparse_outputs", {}).values())]
+        n_out, n_ok = sum(b for _, b in outs), sum(a for a, _ in outs)
+        rows.append((f"wgmma (`formal/hw/wgmma_probe.py`, [docs/wgmma.md](docs/wgmma.md)): accumulator fragments "
+                     f"(every N, .f32/.f16/.s32), A from registers (8 types), descriptor readouts (swizzle, start "
+                     f"address, base offset, LBO), numerics of every dense and sparse type combination (a second "
+                     f"run on fresh data), {runs[0]['gpu']['name']}, {runs[0]['date']}",
                      f"{v['d_fragments'][1]} + {v['a_fragments'][1]} fragments, {v['descriptor_readouts'][1]} "
                      f"descriptors, {n_out:,} outputs",
                      f"{v['d_fragments'][1] - v['d_fragments'][0] + v['a_fragments'][1] - v['a_fragments'][0]} "

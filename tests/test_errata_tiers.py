@@ -135,8 +135,10 @@ def test_witness_probes_refute_an_alternative():
 def test_selector_trap_claims_only_what_its_evidence_holds():
     ev = json.loads((ROOT / "proofs/evidence/selector_oob_h100.json").read_text())
     assert ev["forms"] == ["mma.sp.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32 (sel 2)"]
+    four = json.loads((ROOT / "proofs/evidence/selector_oob_h200.json").read_text())
+    assert len(four["forms"]) == 4 and four["observation"].count("trap: CUDARuntimeError: cudaErrorIllegalInstruction") == 4
     s = ES["S-SP-SELECTOR-OOB-TRAP"].summary
-    assert "mma.sp (plain) with selector 2 traps" in s and "were not observed" in s
+    assert "every one of the four traps" in s and "selectors 2 and 3" in s
     assert (ROOT / "tools" / "selector_oob_probe.py").exists()
 
 

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def run():
-    return wp.all_probes(), dict(np.load(ROOT / "tests" / "data" / "wgmma_silicon_slice.npz"))
+    return wp.all_probes(list(wp.GROUPS)), dict(np.load(ROOT / "tests" / "data" / "wgmma_silicon_slice.npz"))
 
 
 def test_the_slice_agrees_with_the_spec(run):
@@ -37,15 +37,23 @@ def test_the_slice_agrees_with_the_spec(run):
     assert set(v["numerics_outputs"]) == {"f16.f32", "f16.f16", "bf16.f32", "tf32.f32", "f8.f32", "f8.f16",
                                           "s8.s32", "u8.s32", "b1.s32"}
     assert all(a == b > 0 for a, b in v["numerics_outputs"].values())
+    # sparse: each warp reads its 16 rows as the mma.sp form of the same types (layout and numerics)
+    assert set(v["sparse_outputs"]) == {"sparse_layout", "sparse_random"}
+    assert all(a == b > 0 for a, b in v["sparse_outputs"].values())
 
 
 def test_the_record_is_the_whole_run():
-    rec = json.loads((ROOT / "proofs" / "evidence" / "wgmma_silicon.json").read_text())
-    v = rec["verdicts"]
-    assert rec["inputs"]["rebuilt_and_equal"] and v["disagreeing"] == []
-    assert v["d_fragments"] == [82, 82] and v["a_fragments"] == [8, 8] and v["descriptor_readouts"] == [500, 500]
-    assert sum(b for _, b in v["numerics_outputs"].values()) == 3_326_464
-    assert all(a == b for a, b in v["numerics_outputs"].values())
+    runs = json.loads((ROOT / "proofs" / "evidence" / "wgmma_silicon.json").read_text())["runs"]
+    first, second = runs["layout,readout,numerics,numx"]["verdicts"], runs["sparse,validate"]["verdicts"]
+    for r in runs.values():
+        assert r["inputs"]["rebuilt_and_equal"] and r["verdicts"]["disagreeing"] == []
+    assert first["d_fragments"] == [82, 82] and first["a_fragments"] == [8, 8]
+    assert first["descriptor_readouts"] == [500, 500]
+    assert sum(b for _, b in first["numerics_outputs"].values()) == 3_326_464
+    assert sum(b for _, b in second["numerics_outputs"].values()) == 1_646_592      # fresh seed, same kernels
+    assert sum(b for _, b in second["sparse_outputs"].values()) == 690_176
+    for v in (first, second):
+        assert all(a == b for a, b in list(v["numerics_outputs"].values()) + list(v.get("sparse_outputs", {}).values()))
 
 
 def _readouts(probes):

@@ -1,8 +1,10 @@
 """Record a wgmma silicon run (formal/hw/wgmma_probe.py, device_session step ``wgmma``).
 
-    python3 tools/wgmma_record.py RUN_DIR [--gpu-json SUMMARY.json]
+    python3 tools/wgmma_record.py RUN_DIR --groups layout,readout,numerics,numx [--gpu-json SUMMARY.json]
 
-RUN_DIR holds the run's out_*.npz, probes.json and input_digests.json.  Rebuilds every
+RUN_DIR holds the run's out_*.npz, probes.json and input_digests.json; ``--groups`` names the
+probe groups it ran (formal.hw.wgmma_probe.GROUPS).  Each run is one entry of the record, keyed
+by its groups; the slice gains that run's outputs.  Rebuilds every
 probe's inputs (deterministic) and checks their digests against the run's, decides each
 probe against the spec's models, and writes
 
@@ -36,9 +38,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("run")
     ap.add_argument("--gpu-json")
+    ap.add_argument("--groups", default="layout,readout,numerics,numx")
     a = ap.parse_args(argv)
     dig = json.load(open(os.path.join(a.run, "input_digests.json")))
-    probes = wp.all_probes()
+    groups = a.groups.split(",")
+    probes = wp.all_probes(groups)
     bad = 0
     for p in probes:
         for k, v in p.inputs.items():
@@ -46,25 +50,29 @@ def main(argv=None) -> int:
                 bad += 1
     assert bad == 0, f"{bad} rebuilt inputs differ from the run's"
     outs = {}
-    for g in ("layout", "readout", "numerics", "numx"):
+    for g in groups:
         outs.update(dict(np.load(os.path.join(a.run, f"out_{g}.npz"))))
     sys.path.insert(0, os.path.join(ROOT, "tests"))
     import wgmma_silicon_checks as chk
 
     verdicts = chk.check_all(probes, outs)
-    rec = {"kind": "wgmma-silicon", "tool": "formal/hw/wgmma_probe.py + tools/wgmma_record.py", "date": "2026-11-28",
+    run = {"groups": groups, "tool": "formal/hw/wgmma_probe.py + tools/wgmma_record.py", "date": "2026-11-28",
            "gpu": json.load(open(a.gpu_json))["gpu"] if a.gpu_json else None,
            "kernels": "ptxas 13.0 (the device's CUDA 13.0) for sm_90a, one warpgroup per CTA",
            "inputs": {"probes": len(probes), "arrays": sum(len(p.inputs) for p in probes),
                       "digests_sha256": sha(os.path.join(a.run, "input_digests.json")), "rebuilt_and_equal": True},
            "outputs_sha256": {f: sha(os.path.join(a.run, f)) for f in sorted(os.listdir(a.run)) if f.startswith("out_")},
            "verdicts": verdicts}
-    json.dump(rec, open(os.path.join(ROOT, "proofs", "evidence", "wgmma_silicon.json"), "w"), indent=1)
-    sl = {}
+    path = os.path.join(ROOT, "proofs", "evidence", "wgmma_silicon.json")
+    rec = json.load(open(path)) if os.path.exists(path) else {"kind": "wgmma-silicon", "runs": {}}
+    rec.setdefault("runs", {})[",".join(groups)] = run
+    json.dump(rec, open(path, "w"), indent=1)
+    spath = os.path.join(ROOT, "tests", "data", "wgmma_silicon_slice.npz")
+    sl = dict(np.load(spath)) if os.path.exists(spath) else {}
     for p in probes:
         d = outs[p.key]
-        sl[p.key] = d if p.group in ("layout", "readout") else d[:SLICE_CTAS]
-    np.savez_compressed(os.path.join(ROOT, "tests", "data", "wgmma_silicon_slice.npz"), **sl)
+        sl[p.key] = d if p.group in ("layout", "readout") or p.info["kind"] == "sparse_layout" else d[:SLICE_CTAS]
+    np.savez_compressed(spath, **sl)
     print(json.dumps(verdicts, indent=1)[:3000])
     return 0
 

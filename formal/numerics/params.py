@@ -88,7 +88,8 @@ class BlockFMA:
     zero_factor_exp: int | None = None  # None: a zero product takes no part in the alignment (step 5);
                                    #   an int Z: an exact-zero A/B element takes part with exponent Z, so
                                    #   0 * 2**127 sets E = Z + 127 and truncates the real terms (MMA-Sim's
-                                   #   Hopper model, Z = -126; a wrong variant, see distinguish.mechanisms)
+                                   #   Hopper model, Z = -126; a wrong variant, see distinguish.mechanisms;
+                                   #   refuted on silicon: probes Z0, Z0bf, Z0h, Z0tf, H200 2026-11-28)
     c_entry: str = "window"        # "window": c is an addend of the first block; "after": c added
                                    #   exactly to the block's (truncated) sum, then one rounding
     subnormal_output: str = "gradual"  # "gradual" | "ftz"
