@@ -68,6 +68,14 @@ def _venv(tmp):
     assert r.returncode == 0, r.stderr
     bindir = env_dir / ("Scripts" if os.name == "nt" else "bin")
     py = bindir / "python"
+    if sys.prefix != sys.base_prefix:
+        # this interpreter is itself a venv (the README's fresh-machine path): --system-site-packages
+        # reaches the base interpreter's packages, not ours, so the new venv sees our site-packages
+        # directories too (a .pth line adds a directory; the editable install's finder in it is not
+        # run, so the checkout stays out of reach)
+        import site
+        r = _run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=tmp)
+        Path(r.stdout.strip()).joinpath("outer_env.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     r = _run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "-q", str(whl)], cwd=tmp)
     assert r.returncode == 0, f"pip install failed:\n{r.stdout}\n{r.stderr}"
     work = tmp / "elsewhere"      # a cwd outside the repo with no specs/ or recipes/ to find by accident
