@@ -282,6 +282,31 @@ def read_operand(image: np.ndarray, desc: int | codec.Descriptor, operand_name: 
     return np.swapaxes(g, -1, -2) if operand_name.startswith("b") else g
 
 
+def canonical_text(major: str, swizzle: str, bits: int, lbo_bytes: int, sbo_bytes: int,
+                   model: Model = SILICON) -> str:
+    """The canonical layout with T, W, LBO and SBO substituted (strides in elements), m and k left
+    symbolic, e.g. 'Swizzle<3, 4, 3> o ((8,m),(8,2k)):((64,SBO=128),(1,8))'."""
+    c = S.canonical(major, swizzle)
+    shape, stride = layout_modes(major, swizzle, model)
+    T, W = 128 // bits, S.mode(swizzle).W
+    env = {"T": T, "W": W, "LBO": lbo_bytes * 8 // bits, "SBO": sbo_bytes * 8 // bits}
+
+    def show(e: str, is_stride: bool) -> str:
+        f = Formula(e)
+        if f.names <= set(env):
+            v = int(f.eval(env))
+            return f"{v}" if e.strip() not in ("LBO", "SBO") else f"{e.strip()}={v}"
+        return e.replace(" * ", "").replace("T", str(T)).replace("W", str(W))
+
+    def mode(xs, st):
+        return "(" + ",".join(show(x, st) for x in xs) + ")"
+    sh = "(" + ",".join(mode(m, False) for m in shape) + ")"
+    st = "(" + ",".join(mode(m, True) for m in stride) + ")"
+    used = {x for m in stride for x in m}
+    unused = [n for n in ("LBO", "SBO") if n not in used]
+    return f"{c.isa_swizzle} o {sh}:{st}" + (f"  ({', '.join(unused)} not used)" if unused else "")
+
+
 # ------------------------------------------------------------------------------------- canonical strides
 
 @dataclass(frozen=True)

@@ -7,12 +7,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from ..catalog import BadArgument
 from ..specdata import load_spec
 
 SPEC = "wgmma_smem"
 
 
-class SmemError(ValueError):
+class SmemError(BadArgument):
     """Bad input to formal.smem (a field out of range, an unknown mode, ...): exit 2 in the CLI."""
 
 
