@@ -20,7 +20,7 @@ import json
 import re
 from pathlib import Path
 
-from . import InputError, one_line
+from . import InputError, one_line, timeout_seconds
 
 
 def _int(s: str, what: str) -> int:
@@ -180,8 +180,16 @@ def run_audit(args, operand: str, triton: str | None, cute: str | None, n: int |
     if operand not in ("a", "b", "a.sp", "b.sp"):
         raise InputError(f"--operand {operand}: a, b, a.sp or b.sp (the shared-memory operands of wgmma)")
     user = build_user(args, operand, triton, cute, shape, bits)
+    if cute is not None and not getattr(args, "cute_tile", None):
+        # a bare CuTe atom: tile_to_shape it to whole instruction tiles, as a kernel's smem layout would be
+        import math
+        mn_i, k_i = peers.instruction_tile(operand, user.bits, n, user.rows)
+        rows, cols = math.lcm(user.rows, mn_i), math.lcm(user.cols, k_i)
+        if (rows, cols) != (user.rows, user.cols):
+            user = peers.cute_tile(user, rows, cols)
     rep = peers.audit(user, operand, n=n, desc=None if desc is None else _int(desc, "--desc"), model=_model(args),
-                      timeout_ms=int(getattr(args, "timeout", 20) * 1000))
+                      timeout_ms=timeout_seconds(20.0 if getattr(args, "timeout", None) is None
+                                                 else args.timeout))
     if getattr(args, "json", False):
         print(json.dumps(rep.to_dict(), indent=2))
     else:
