@@ -57,7 +57,7 @@ import numpy as np
 from . import catalog as cat
 from .layout import Z3_WIDTH, Layout, _as_form, _check_operand, fragment
 
-OPTIONAL_MODULES = ("formal.metadata", "formal.wmma", "formal.transform")
+OPTIONAL_MODULES = ("formal.metadata", "formal.wmma", "formal.transform", "formal.smem")
 
 # =========================================================================================
 # Obligations and results
@@ -188,6 +188,15 @@ def register_obligations(name: str, generator: Callable) -> None:
 
 def registered() -> dict[str, Callable]:
     return dict(_REGISTRY)
+
+
+_REPORT_SECTIONS: dict[str, Callable] = {}
+
+
+def register_report_section(name: str, fn: Callable) -> None:
+    """Add a section to proofs/REPORT.md: ``fn(results) -> list of Markdown lines`` gets the
+    results of the families ``name.*`` (for obligations that cover no catalog form)."""
+    _REPORT_SECTIONS[name] = fn
 
 
 def load_optional_modules(modules: Sequence[str] = OPTIONAL_MODULES) -> dict[str, str]:
@@ -1290,6 +1299,10 @@ def report_markdown(results: Sequence[Result], forms: Sequence[cat.Form], module
                 cells.append(f"{mark} `{ent}`" if (mark and ent and c in ("a", "b", "c")) else mark)
             out.append(f"| `{opc}` | " + " | ".join(cells) + " |")
         out.append("")
+    for name in sorted(_REPORT_SECTIONS):
+        mine = [r for r in results if r.obligation.family.startswith(name + ".")]
+        if mine:
+            out += _REPORT_SECTIONS[name](mine)
     out += ["## Spec entries", "",
             "| entry | operands | section | evidence | forms |", "|---|---|---|---|---:|"]
     uses: dict[str, set] = {}

@@ -383,6 +383,11 @@ BASELINES: dict[tuple[str, ...], list[str]] = {
     ("ptxas-check",): [OP],
     ("ptxas-sweep",): ["--from-json", str(ROOT / "proofs" / "ptxas-sweep.json")],
     ("errata",): ["--source", "silicon"],
+    ("smem", "desc"): ["0x4000004000010040", "--type", "f16", "--n", "64"],
+    ("smem", "encode"): ["--start", "1024", "--lbo", "16", "--sbo", "1024", "--swizzle", "128B"],
+    ("smem", "where"): ["--desc", "0x4000004000010040", "--type", "f16", "--n", "8", "--mn", "1", "--k", "0"],
+    ("smem", "audit"): ["--cute", "GMMA::Layout_K_SW128_Atom<half_t>", "--cute-tile", "64x64", "--operand", "a"],
+    ("smem", "layouts"): ["--major", "K", "--type", "f16"],
 }
 
 NUM_BAD = ["", "x", "1.5", "nan", "inf", "-1", "-99999999999999999999", "99999999999999999999", "0x", "1e3",

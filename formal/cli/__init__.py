@@ -32,8 +32,8 @@ from functools import lru_cache
 from pathlib import Path
 
 # Command groups, in help order.  A group whose module is not written yet is skipped.
-GROUPS = ["catalog", "layout", "prove", "metadata", "evaluate", "hw", "vectors", "transform", "wmma", "ptxas", "errata",
-          "kernel", "audit"]
+GROUPS = ["catalog", "layout", "prove", "metadata", "evaluate", "hw", "vectors", "transform", "wmma", "smem", "ptxas",
+          "errata", "kernel", "audit"]
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_UNKNOWN, EXIT_INTERNAL = 0, 1, 2, 3, 4
 MAX_MESSAGE = 400        # an error line never echoes a whole (maybe 100 KB) input back

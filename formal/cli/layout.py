@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .. import catalog as cat
 from .. import layout as L
-from . import InputError
+from . import InputError, read_text
 
 
 def register(sub) -> None:
@@ -66,12 +66,52 @@ def register(sub) -> None:
     a.add_argument("--triton-dtype", metavar="T", help="element type (f16, bf16, f32, i8, f8E4M3FN, f8E5M2) for an "
                                                       "encoding pasted without tensor<...>")
     a.add_argument("--no-bits", action="store_true", help="compare cells only, not bit positions")
+    a.add_argument("--desc", dest="smem_desc", metavar="VALUE",
+                   help="wgmma shared-memory audits (--triton '#ttg.nvmma_shared<..>', --cute GMMA atom): the "
+                        "descriptor of the first operand tile (default: derived as CuTe / Triton build it)")
     q = p.add_argument_group("audit-atom (ptx-formal layout audit-atom OPCODE --a KIND:LAYOUT --b ... --c ...)")
     for o in ("a", "b", "c"):
         q.add_argument(f"--{o}", dest=f"atom_{o}", metavar="KIND:LAYOUT",
                        help=f"operand {o}{'/d' if o == 'c' else ''} as cute:TV, table:FILE, formula:'row=..;col=..', "
                             "python:FILE:FUNC, triton:TEXT|FILE (its first instruction tile) or spec (default)")
     p.set_defaults(func=cmd_layout)
+
+
+def _smem_spelling(args) -> bool:
+    """A wgmma shared-memory layout (#ttg.nvmma_shared, a CuTe GMMA smem atom): formal.smem audits it."""
+    import os
+    import re
+    texts = list(args.triton or [])
+    texts = [read_text(t) if len(t) < 4096 and "<" not in t and os.path.isfile(t) else t for t in texts]
+    if any("nvmma_shared" in t for t in texts):
+        return True
+    return bool(args.cute and re.match(r"\s*(?:cute::)?(?:Sw\s*<|Swizzle\s*<|smem_ptr|(?:SM90::)?(?:GMMA::)?Layout_(?:MN|K)_)",
+                                       args.cute))
+
+
+def _smem_audit(args, words: list[str]) -> int:
+    """layout audit [WGMMA-OPCODE] --operand a|b (--triton '#ttg.nvmma_shared<..>' | --cute ATOM) [--desc V]."""
+    import re
+    from .smem import run_audit
+    if len(words) > 1 or (args.triton and len(args.triton) > 1):
+        raise InputError("usage: ptx-formal layout audit [WGMMA-OPCODE] --operand a|b (--triton '#ttg.nvmma_shared<..>' "
+                         "| --cute ATOM) [--desc VALUE]")
+    n, sparse = None, False
+    if words:
+        m = re.search(r"\.m64n(\d+)k\d+\b", words[0])
+        if not words[0].startswith("wgmma") or not m:
+            raise InputError(f"{words[0][:80]}: a shared-memory layout is audited against a wgmma form "
+                             f"(wgmma.mma_async...m64nNkK...), not this opcode")
+        n, sparse = int(m.group(1)), ".sp." in words[0]
+    op = (args.operand or "b").lower()
+    if op not in ("a", "b"):
+        raise InputError(f"--operand {op}: a shared-memory wgmma operand is a or b")
+    shape = None
+    if args.triton_shape:
+        from .smem import _shape
+        shape = _shape(args.triton_shape, "--triton-shape")
+    return run_audit(args, op + (".sp" if sparse else ""), args.triton[0] if args.triton else None,
+                     None if args.triton else args.cute, n, args.smem_desc, shape, args.triton_dtype)
 
 
 def _params(args) -> dict[str, int]:
@@ -97,6 +137,8 @@ def cmd_layout(args) -> int:
         if len(words) != 2:
             raise InputError("usage: ptx-formal layout audit-atom OPCODE --a KIND:LAYOUT --b KIND:LAYOUT --c KIND:LAYOUT")
         return cmd_audit_atom(args, words[1])
+    if words[0] == "audit" and _smem_spelling(args):
+        return _smem_audit(args, words[1:])
     if words[0] == "audit":
         if len(words) == 1 and args.triton:
             return cmd_audit_triton(args, None)
