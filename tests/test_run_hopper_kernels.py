@@ -182,6 +182,9 @@ def test_ctypes_layout_and_enums_match_cuda_h(tmp_path):
              "CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION": rh.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
              "CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION":
                  rh.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+             "CU_JIT_INFO_LOG_BUFFER": rh.CU_JIT_INFO_LOG_BUFFER,
+             "CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES": rh.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+             "CU_JIT_LOG_VERBOSE": rh.CU_JIT_LOG_VERBOSE,
              "CU_JIT_ERROR_LOG_BUFFER": rh.CU_JIT_ERROR_LOG_BUFFER,
              "CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES": rh.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
              "CUDA_SUCCESS": rh.CUDA_SUCCESS, "CUDA_ERROR_NOT_READY": rh.CUDA_ERROR_NOT_READY,
@@ -247,7 +250,7 @@ def test_gpu_path_against_a_fake_driver(tmp_path):
     assert "CUDA_ERROR_ILLEGAL_ADDRESS" in k["tri_devtma_f16_w4"]["error"]
     for n in ("cute_gmma_ss_f16", "cute_tma_mcast_f16", "tri_tma_pdl_f16_w4"):
         assert k[n]["status"] == "ok" and not k[n]["contract_ok"] and len(k[n]["launches"]) == 2, n
-        assert k[n]["function"]["num_regs"] == 1004
+        assert k[n]["function"]["num_regs"] == 1004 and k[n]["jit_info_log"] == "fake JIT info log"
     mc = k["cute_tma_mcast_f16"]["launches"]
     assert mc[0]["cluster_attribute_refused"] == "CUDA_ERROR_INVALID_VALUE" and mc[1]["launch_attributes"] == []
 

@@ -108,8 +108,11 @@ CU_FUNC_ATTRIBUTE = {"CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK": 0, "CU_FUNC_ATTR
                      "CU_FUNC_ATTRIBUTE_PTX_VERSION": 5, "CU_FUNC_ATTRIBUTE_BINARY_VERSION": 6,
                      "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES": 8,
                      "CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH": 11}
+CU_JIT_INFO_LOG_BUFFER = 3
+CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4
 CU_JIT_ERROR_LOG_BUFFER = 5
 CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6
+CU_JIT_LOG_VERBOSE = 12
 CUDA_SUCCESS = 0
 CUDA_ERROR_NOT_READY = 600
 
@@ -713,6 +716,9 @@ class DryBackend:
     def func_attrs(self, fn) -> dict:
         return {}
 
+    def jit_info(self, path: Path) -> str:
+        return ""
+
     def set_max_dynamic_shared(self, fn, nbytes: int) -> None:
         if not 0 <= nbytes <= MAX_DYNAMIC_SHARED:
             raise CudaError("CUDA_ERROR_INVALID_VALUE", "cuFuncSetAttribute")
@@ -857,21 +863,30 @@ class CudaBackend:
         except Exception as e:                       # CuPy's CUDADriverError names the CUresult
             m = re.search(r"CUDA_ERROR_\w+", str(e))
             err = CudaError(m.group(0) if m else f"{type(e).__name__}: {e}", "cupy.RawModule (driver JIT)")
-            err.log = self.jit_log(path.read_bytes())
+            err.log = self.jit_log(path.read_bytes())[1]
             raise err
         self.modules.append((mod, fn))
         return fn.ptr
 
-    def jit_log(self, ptx: bytes) -> str:
-        """The JIT's error log, from a second load through cuModuleLoadDataEx."""
-        log = ctypes.create_string_buffer(16384)
-        opts = (ctypes.c_int * 2)(CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
-        vals = (ctypes.c_void_p * 2)(ctypes.addressof(log), 16384)
+    def jit_log(self, ptx: bytes) -> tuple[str, str]:
+        """(info, error) logs of the driver JIT (verbose: registers, spills, ptxas notes such as an
+        injected warpgroup.wait), from a second load through cuModuleLoadDataEx."""
+        n = 16384
+        info, error = ctypes.create_string_buffer(n), ctypes.create_string_buffer(n)
+        opts = (ctypes.c_int * 5)(CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+                                  CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_LOG_VERBOSE)
+        vals = (ctypes.c_void_p * 5)(ctypes.addressof(info), n, ctypes.addressof(error), n, 1)
         mod = ctypes.c_void_p()
-        res = self.cu.cuModuleLoadDataEx(ctypes.byref(mod), ptx + b"\0", 2, opts, vals)
+        res = self.cu.cuModuleLoadDataEx(ctypes.byref(mod), ptx + b"\0", 5, opts, vals)
         if res == 0:
             self.cu.cuModuleUnload(mod)
-        return log.value.decode(errors="replace")[-4000:]
+        return info.value.decode(errors="replace")[-3000:], error.value.decode(errors="replace")[-4000:]
+
+    def jit_info(self, path: Path) -> str:
+        try:
+            return self.jit_log(path.read_bytes())[0]
+        except Exception as e:                       # a record without the log, not a failed module
+            return f"(no JIT log: {type(e).__name__}: {e})"
 
     def func_attrs(self, fn) -> dict:
         out = {}
@@ -950,6 +965,7 @@ def run_module(name: str, meta: dict, corpus: Path, seeds: list[int], be, gpu_ti
         return rec, arrays
     rec["load_seconds"] = round(time.perf_counter() - t, 3)
     rec["function"] = be.func_attrs(fn)
+    rec["jit_info_log"] = be.jit_info(path)
     try:
         if L["shared_bytes"]:
             be.set_max_dynamic_shared(fn, L["shared_bytes"])

@@ -116,8 +116,11 @@ CUresult cuStreamQuery(CUstream s) {
 CUresult cuStreamSynchronize(CUstream s) { return cuStreamQuery(s); }
 
 CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned n, CUjit_option *opts, void **vals) {
-    for (unsigned i = 0; i < n; i++)
-        if (opts[i] == CU_JIT_ERROR_LOG_BUFFER) strcpy((char *)vals[i], "fake JIT log");
+    for (unsigned i = 0; i < n; i++) {
+        if (opts[i] == CU_JIT_ERROR_LOG_BUFFER) strcpy((char *)vals[i], "fake JIT error log");
+        if (opts[i] == CU_JIT_INFO_LOG_BUFFER) strcpy((char *)vals[i], "fake JIT info log");
+        if (opts[i] == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES && (uintptr_t)vals[i] < 64) return CUDA_ERROR_INVALID_VALUE;
+    }
     *m = (CUmodule)(uintptr_t)0x2000;
     return CUDA_SUCCESS;
 }
