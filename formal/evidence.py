@@ -141,6 +141,17 @@ def table() -> str:
                      f"{v['d_fragments'][1] - v['d_fragments'][0] + v['a_fragments'][1] - v['a_fragments'][0]} "
                      f"fragments, {v['descriptor_readouts'][1] - v['descriptor_readouts'][0]} descriptors and "
                      f"{n_out - n_ok} outputs disagree with the spec"))
+    sx = _load("wgmma_smem_probes_h200.json")
+    if sx:
+        rows.append((f"wgmma descriptors, what the first run left open ({sx['question']}), {sx['gpu']['name']}",
+                     f"{sx['probes']} readouts", sx["result"]))
+    hk = _load("kernels_hopper_h100.json")
+    if hk:
+        s = hk["summary"]
+        rows.append((f"sm_90a kernels as Triton, Gluon and CuTe emit them (tests/data/kernels_hopper: wgmma, TMA, "
+                     f"mbarriers, clusters, warp specialisation; tools/run_hopper_kernels.py), {hk['gpu']}",
+                     f"{s['kernels']} kernels, {s['launches']} launches",
+                     f"{s['ok']} ran, {s['contract_ok']} within their float64 contract; outputs recorded for `kernel run`"))
     wm = _load("wmma_h100.json")
     if wm:
         rows.append(("wmma: fragment observations and load -> mma -> store pipelines",

@@ -866,7 +866,11 @@ class CudaBackend:
             err.log = self.jit_log(path.read_bytes())[1]
             raise err
         self.modules.append((mod, fn))
-        return fn.ptr
+        # CuPy 14: RawKernel.kernel is the cupy.cuda.function.Function holding the CUfunction
+        for f in (fn, getattr(fn, "kernel", None), getattr(fn, "_kernel", None)):
+            if f is not None and hasattr(f, "ptr"):
+                return f.ptr
+        raise CudaError(f"no CUfunction handle on {type(fn).__name__}", "cupy.RawModule")
 
     def jit_log(self, ptx: bytes) -> tuple[str, str]:
         """(info, error) logs of the driver JIT (verbose: registers, spills, ptxas notes such as an
