@@ -14,7 +14,20 @@ and this module turns them into :class:`Layout` objects::
 
 A :class:`Layout` is one map, over the domain ``lane < lanes, reg < nregs, elem < epr``
 (optionally narrowed by an ``active`` predicate: the block-scale factors are read from
-two lanes of four and from selected bytes only).  It compiles three ways from one source:
+two lanes of four and from selected bytes only).
+
+A warpgroup layout (``wgmma``, PTX ISA 9.7.15.5.1.1) has one more input dimension, the warp
+in the warpgroup, as Triton's LinearLayout has: ``(warp, lane, reg, elem) -> (row, col)``
+with ``warps = 4``.  Its domain is the 128 threads of the warpgroup, ``thread = 32 * warp +
+lane`` (``Layout.lanes`` counts threads: 128; ``Layout.warp_lanes`` is 32); formulas see
+``warp``, ``lane`` (the lane inside its warp) and ``thread``, and register files are
+``[T, 128, nregs]``::
+
+    >>> lay = fragment("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16", "d")
+    >>> lay.warps, lay.lanes, lay.nregs, lay.rows, lay.cols
+    (4, 128, 4, 64, 8)
+    >>> lay.at(lane=5, reg=2, elem=0, warp=1)  # d2 of warp 1 lane 5: row 16 + 1 + 8, col 2
+    (25, 2, 0)  It compiles three ways from one source:
 
 * :meth:`Layout.enumerate` - every point at once (numpy), for tables, pack/unpack and the
   enumeration half of every proof;
@@ -55,11 +68,13 @@ from . import catalog as cat
 from .expr import Formula, FormulaError
 from .specdata import load_spec
 
-SPEC_FILES = ("fragments_mma", "fragments_mma_sp")
+SPEC_FILES = ("fragments_mma", "fragments_mma_sp", "fragments_wgmma")
 # The operand whose element type selects an entry's `type` axis.
 OPERAND_TYPE_AXIS = {"a": "atype", "b": "btype", "c": "ctype", "d": "dtype",
                      "scale_a": "stype", "scale_b": "stype"}
-LAYOUT_OPERANDS = ("a", "b", "c", "d", "scale_a", "scale_b")
+LAYOUT_OPERANDS = ("a", "b", "c", "d", "scale_a", "scale_b", "e")
+# families whose fragments the spec gives as formulas (wmma's are unspecified by PTX)
+LAYOUT_FAMILIES = ("mma", "mma.sp", "wgmma")
 Z3_WIDTH = 16      # bits of every Z3 term: indices stay below 2**12; enumeration cross-checks overflow
 
 
@@ -96,7 +111,8 @@ class Layout:
 
     ``rows, cols``        the matrix the map lands in (per product)
     ``nregs, epr``        registers per lane and elements per register
-    ``lanes``             lanes in the domain (32)
+    ``lanes``             threads in the domain (32; 128 for a warpgroup layout)
+    ``warps``, ``warp_lanes``  warps in the domain (1; 4 for wgmma) and lanes per warp (32)
     ``products``          independent products a warp computes (4 for m8n8k4 .f16)
     ``elem_bits``         container bits of one element; ``value_bits`` bits of the value
     ``shift``             the value's offset inside its container; ``reg_bits`` 32 or 64
@@ -105,7 +121,8 @@ class Layout:
     ``name``, ``source``  where it comes from (spec entry id and PTX section)
     """
 
-    def __init__(self, rows: int, cols: int, nregs: int, epr: int, *, lanes: int = 32, products: int = 1,
+    def __init__(self, rows: int, cols: int, nregs: int, epr: int, *, lanes: int | None = None, warps: int = 1,
+                 products: int = 1,
                  elem_bits: int = 32, value_bits: int | None = None, shift: int = 0, reg_bits: int = 32,
                  elements: int | None = None,
                  row: str | None = None, col: str | None = None, product: str | None = None,
@@ -113,12 +130,17 @@ class Layout:
                  index: str = "reg * epr + elem", bit_lo: str = "elem * container + shift",
                  table: Mapping[str, np.ndarray] | None = None,
                  name: str = "", source: str = "", entry: "Entry | None" = None, operand: str | None = None):
+        if lanes is None:
+            lanes = 32 * warps if isinstance(warps, (int, np.integer)) and not isinstance(warps, bool) else 32
         for k, v in (("rows", rows), ("cols", cols), ("nregs", nregs), ("epr", epr), ("lanes", lanes),
-                     ("products", products), ("elem_bits", elem_bits), ("reg_bits", reg_bits)):
+                     ("warps", warps), ("products", products), ("elem_bits", elem_bits), ("reg_bits", reg_bits)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 1:
                 raise LayoutError(f"layout {k} must be a positive integer, got {v!r}")
         self.rows, self.cols, self.nregs, self.epr = int(rows), int(cols), int(nregs), int(epr)
-        self.lanes, self.products = int(lanes), int(products)
+        self.lanes, self.products, self.warps = int(lanes), int(products), int(warps)
+        if self.lanes % self.warps:
+            raise LayoutError(f"layout lanes ({self.lanes}) must be a multiple of warps ({self.warps})")
+        self.warp_lanes = self.lanes // self.warps
         self.elem_bits, self.reg_bits, self.shift = int(elem_bits), int(reg_bits), int(shift)
         self.value_bits = int(value_bits) if value_bits is not None else self.elem_bits
         self.elements = int(elements) if elements is not None else self.nregs * self.epr
@@ -153,7 +175,8 @@ class Layout:
                 self._f_bit_lo = _formula(self.bit_lo_src)
             except FormulaError as e:
                 raise LayoutError(str(e)) from None
-            known = {"lane", "reg", "elem", "i", "epr", "container", "shift", "elements"} | set(self.params)
+            known = {"lane", "warp", "thread", "reg", "elem", "i", "epr", "container", "shift",
+                     "elements"} | set(self.params)
             for f in (self._f_row, self._f_col, self._f_product, self._f_active):
                 if f is not None and f.names - known:
                     raise LayoutError(f"unbound name(s) {sorted(f.names - known)} in formula {f.src!r}")
@@ -178,13 +201,17 @@ class Layout:
         """A layout from a table: records with keys lane, reg, elem (or i), row, col[, product].
 
         ``entries`` is an iterable of dicts or tuples ``(lane, reg, elem, row, col[, product])``.
+        A warpgroup layout (``warps > 1``) takes records with ``warp`` and ``lane`` (the lane in
+        its warp) or ``thread``, or tuples ``(warp, lane, reg, elem, row, col)``.
         Points missing from the table are not held (the layout is partial there).  A point
         listed twice with different images is bad input.
         """
         kw = _dims_of(like) if like is not None else {}
         kw.update(dims)
         kw = _need_dims(kw)
-        lanes, nregs, epr = kw.get("lanes", 32), kw["nregs"], kw["epr"]
+        warps = int(kw.get("warps", 1))
+        lanes, nregs, epr = kw.get("lanes", 32 * warps), kw["nregs"], kw["epr"]
+        wl = lanes // max(1, warps)
         shape = (lanes, nregs, epr)
         arr = {k: np.zeros(shape, dtype=np.int64) for k in ("row", "col", "product")}
         held = np.zeros(shape, dtype=bool)
@@ -192,7 +219,16 @@ class Layout:
             if isinstance(rec, Mapping):
                 r = {str(k).strip().lower(): v for k, v in rec.items()}
                 try:
-                    lane = int(r["lane"])
+                    if warps > 1 and "thread" in r and r["thread"] not in (None, ""):
+                        lane = int(r["thread"])
+                    elif warps > 1:
+                        w_, l_ = int(r["warp"]), int(r["lane"])
+                        if not (0 <= w_ < warps and 0 <= l_ < wl):
+                            raise LayoutError(f"table record {n}: (warp {w_}, lane {l_}) is outside "
+                                              f"{warps} warps x {wl} lanes")
+                        lane = w_ * wl + l_
+                    else:
+                        lane = int(r["lane"])
                     if "reg" in r and r["reg"] not in (None, ""):
                         reg, elem = int(r["reg"]), int(r.get("elem", 0) or 0)
                     else:
@@ -204,6 +240,10 @@ class Layout:
                     raise LayoutError(f"table record {n}: needs integer lane, reg+elem (or i), row, col: {e}") from None
             else:
                 t = tuple(int(x) for x in rec)
+                if warps > 1:
+                    if len(t) != 6:
+                        raise LayoutError(f"table record {n}: expected (warp, lane, reg, elem, row, col), got {rec!r}")
+                    t = (t[0] * wl + t[1],) + t[2:]
                 if len(t) not in (5, 6):
                     raise LayoutError(f"table record {n}: expected (lane, reg, elem, row, col[, product]), got {rec!r}")
                 lane, reg, elem, row, col = t[:5]
@@ -223,21 +263,25 @@ class Layout:
 
     @classmethod
     def from_function(cls, fn: Callable[..., Any], *, like: "Layout | None" = None, **dims) -> "Layout":
-        """A layout from a Python function ``fn(lane, reg, elem) -> (row, col[, product])``.
+        """A layout from a Python function ``fn(lane, reg, elem) -> (row, col[, product])``
+        (a warpgroup layout: ``fn(warp, lane, reg, elem) -> (row, col)``).
 
         ``fn`` may return ``None`` for a point it does not hold.  It is called once per
         point of the domain.
         """
         kw = _need_dims({**(_dims_of(like) if like is not None else {}), **dims})
+        warps = int(kw.get("warps", 1))
+        lanes = kw.get("lanes", 32 * warps)
+        wl = lanes // warps
         recs = []
-        for lane in range(kw.get("lanes", 32)):
+        for th in range(lanes):
             for reg in range(kw["nregs"]):
                 for elem in range(kw["epr"]):
-                    out = fn(lane, reg, elem)
+                    out = fn(th // wl, th % wl, reg, elem) if warps > 1 else fn(th, reg, elem)
                     if out is None:
                         continue
                     out = tuple(int(x) for x in out)
-                    recs.append((lane, reg, elem) + out)
+                    recs.append(((th // wl, th % wl) if warps > 1 else (th,)) + (reg, elem) + out)
         return cls.from_table(recs, **kw)
 
     # ------------------------------------------------------------------------------- identity
@@ -250,8 +294,11 @@ class Layout:
                 "reg_bits": self.reg_bits, "epr": self.epr, "bit_lo": self.bit_lo_src}
 
     def _dims_tuple(self) -> dict[str, Any]:
-        return {"rows": self.rows, "cols": self.cols, "nregs": self.nregs, "epr": self.epr, "lanes": self.lanes,
-                "products": self.products, "elements": self.elements}
+        d = {"rows": self.rows, "cols": self.cols, "nregs": self.nregs, "epr": self.epr, "lanes": self.lanes,
+             "products": self.products, "elements": self.elements}
+        if self.warps > 1:          # absent for one warp: the keys of warp layouts stay what they were
+            d["warps"] = self.warps
+        return d
 
     @cached_property
     def map_key(self) -> str:
@@ -279,6 +326,8 @@ class Layout:
 
     def __repr__(self) -> str:
         p = f", products={self.products}" if self.products > 1 else ""
+        if self.warps > 1:
+            p += f", {self.warps} warps"
         return (f"<Layout {self.name or '(anonymous)'}: {self.rows}x{self.cols}{p}, {self.lanes} lanes x "
                 f"{self.nregs} x b{self.reg_bits} ({self.epr} x {self.elem_bits}-bit)>")
 
@@ -295,7 +344,8 @@ class Layout:
         L, R, E = np.meshgrid(np.arange(self.lanes), np.arange(self.nregs), np.arange(self.epr), indexing="ij")
         L, R, E = L.ravel().astype(np.int64), R.ravel().astype(np.int64), E.ravel().astype(np.int64)
         env = self._base_env()
-        env.update(lane=L, reg=R, elem=E)
+        # the domain index is the thread; formulas see the warp and the lane inside it
+        env.update(lane=L % self.warp_lanes, warp=L // self.warp_lanes, thread=L, reg=R, elem=E)
         n = L.size
         bc = lambda v: np.broadcast_to(np.asarray(v, dtype=np.int64), (n,)).copy()
         if self._table is not None:
@@ -314,7 +364,7 @@ class Layout:
                 held &= np.broadcast_to(np.asarray(self._f_active.eval(env), dtype=bool), (n,))
             out["held"] = held
         out["held"] = out["held"] & (I < self.elements) & (I >= 0)
-        out.update(lane=L, reg=R, elem=E, i=I)
+        out.update(lane=L, reg=R, elem=E, i=I, warp=L // self.warp_lanes, wlane=L % self.warp_lanes)
         env_b = {"elem": E, "container": self.elem_bits, "shift": self.shift, "epr": self.epr}
         out["bit_lo"] = bc(_formula(self.bit_lo_src).eval(env_b))
         for v in out.values():
@@ -322,16 +372,28 @@ class Layout:
         return out
 
     def enumerate(self) -> dict[str, np.ndarray]:
-        """All held points: int64 arrays ``lane, reg, elem, i, product, row, col, bit_lo``.
+        """All held points: int64 arrays ``lane, reg, elem, i, product, row, col, bit_lo``; a
+        warpgroup layout adds ``warp`` and ``thread`` (``thread = warp * warp_lanes + lane``,
+        ``lane`` being the lane in its warp).
 
-        Points are in (lane, reg, elem) order.
+        Points are in (thread, reg, elem) order.
         """
         f = self._full
         m = f["held"]
-        return {k: f[k][m] for k in ("lane", "reg", "elem", "i", "product", "row", "col", "bit_lo")}
+        out = {k: f[k][m] for k in ("lane", "reg", "elem", "i", "product", "row", "col", "bit_lo")}
+        if self.warps > 1:
+            out["thread"] = out["lane"]
+            out["lane"] = f["wlane"][m]
+            out["warp"] = f["warp"][m]
+        return out
 
-    def at(self, lane: int, reg: int, elem: int) -> tuple[int, int, int] | None:
-        """(row, col, product) of one point, or None if the point is not held."""
+    def at(self, lane: int, reg: int, elem: int, warp: int | None = None) -> tuple[int, int, int] | None:
+        """(row, col, product) of one point, or None if the point is not held.  With ``warp``,
+        ``lane`` is the lane in that warp; without, it is the thread (= lane for one warp)."""
+        if warp is not None:
+            if not (0 <= warp < self.warps and 0 <= lane < self.warp_lanes):
+                return None
+            lane = warp * self.warp_lanes + lane
         if not (0 <= lane < self.lanes and 0 <= reg < self.nregs and 0 <= elem < self.epr):
             return None
         k = (lane * self.nregs + reg) * self.epr + elem
@@ -341,13 +403,24 @@ class Layout:
         return int(f["row"][k]), int(f["col"][k]), int(f["product"][k])
 
     def where(self, row: int, col: int, product: int = 0) -> tuple[int, int, int] | None:
-        """The smallest (lane, reg, elem) holding cell (row, col) of ``product`` (element -> lane), or None."""
+        """The smallest (lane, reg, elem) holding cell (row, col) of ``product`` (element -> lane), or None.
+        For a warpgroup layout the first component is the thread (:meth:`locate` splits it)."""
         f = self._full
         hit = np.flatnonzero(f["held"] & (f["row"] == row) & (f["col"] == col) & (f["product"] == product))
         if hit.size == 0:
             return None
         k = int(hit[0])
         return int(f["lane"][k]), int(f["reg"][k]), int(f["elem"][k])
+
+    def locate(self, row: int, col: int, product: int = 0) -> dict[str, int] | None:
+        """Who holds cell (row, col): ``{warp, lane, thread, reg, elem, i}`` (smallest holder), or None."""
+        w = self.where(row, col, product)
+        if w is None:
+            return None
+        th, reg, elem = w
+        k = (th * self.nregs + reg) * self.epr + elem
+        return {"warp": th // self.warp_lanes, "lane": th % self.warp_lanes, "thread": th, "reg": reg,
+                "elem": elem, "i": int(self._full["i"][k])}
 
     def eval_let(self, name: str) -> np.ndarray:
         """Evaluate one of the entry's ``let`` bindings (e.g. ``firstcol``) at every held point."""
@@ -356,7 +429,7 @@ class Layout:
             raise LayoutError(f"layout {self.name} has no binding {name!r} (has: {', '.join(lets) or 'none'})")
         f = self._full
         env = self._base_env()
-        env.update(lane=f["lane"], reg=f["reg"], elem=f["elem"], i=f["i"])
+        env.update(lane=f["wlane"], warp=f["warp"], thread=f["lane"], reg=f["reg"], elem=f["elem"], i=f["i"])
         v = np.broadcast_to(np.asarray(Formula(name, lets).eval(env), dtype=np.int64), f["lane"].shape)
         return v[f["held"]]
 
@@ -378,8 +451,15 @@ class Layout:
         return z3.And(*c)
 
     def _z3_env(self, lane, reg, elem) -> dict[str, Any]:
+        import z3
+
         env: dict[str, Any] = self._base_env()
-        env.update(lane=lane, reg=reg, elem=elem)
+        if self.warps > 1:     # the domain variable is the thread
+            wl = z3.BitVecVal(self.warp_lanes, lane.size())
+            env.update(lane=z3.URem(lane, wl), warp=z3.UDiv(lane, wl), thread=lane)
+        else:
+            env.update(lane=lane, warp=z3.BitVecVal(0, lane.size()), thread=lane)
+        env.update(reg=reg, elem=elem)
         env["i"] = self._f_index.z3(env, lane.size())
         return env
 
@@ -447,6 +527,8 @@ class Layout:
         if self.active_src:
             lines.append(f"held iff {self.active_src}")
         lines.append(f"i = {self.index_src}; bits [{self.bit_lo_src}, +{self.value_bits})")
+        if self.warps > 1:
+            lines.append(f"warp < {self.warps}, lane < {self.warp_lanes}; thread = {self.warp_lanes} * warp + lane")
         return "\n".join(lines)
 
     def sympy(self) -> dict[str, Any]:
@@ -461,6 +543,7 @@ class Layout:
 
 def _dims_of(lay: Layout) -> dict[str, Any]:
     return {"rows": lay.rows, "cols": lay.cols, "nregs": lay.nregs, "epr": lay.epr, "lanes": lay.lanes,
+            "warps": lay.warps,
             "products": lay.products, "elem_bits": lay.elem_bits, "value_bits": lay.value_bits,
             "shift": lay.shift, "reg_bits": lay.reg_bits, "elements": lay.elements,
             "index": lay.index_src, "bit_lo": lay.bit_lo_src}
@@ -487,7 +570,7 @@ class Entry:
     forms: tuple[tuple[str, tuple], ...]
     when: str | None
     matrix: tuple[str, str]
-    elements: int
+    elements: int | str              # a number, or a formula over m, n, k (wgmma D: "n // 2")
     let: tuple[tuple[str, str], ...]
     row: str
     col: str
@@ -500,6 +583,8 @@ class Entry:
     figure: str
     evidence: str
     note: str
+    warps: int = 1                   # 4: a warpgroup fragment, (warp, lane, reg, elem) -> (row, col)
+    container: int | None = None     # element container bits, when not the operand's (metadata nibbles: 4)
 
     def matches(self, env: Mapping[str, Any]) -> bool:
         if env.get("operand") not in self.operands:
@@ -567,18 +652,21 @@ def spec() -> Spec:
                     forms.append((ax, tuple(v) if isinstance(v, list) else (v,)))
                 ent = Entry(
                     id=e["id"], file=fname, operands=ops, forms=tuple(forms), when=e.get("when"),
-                    matrix=(str(e["matrix"][0]), str(e["matrix"][1])), elements=int(e["elements"]),
+                    matrix=(str(e["matrix"][0]), str(e["matrix"][1])),
+                    elements=e["elements"] if isinstance(e["elements"], str) else int(e["elements"]),
                     let=_canon_let(e.get("let")), row=str(e["row"]), col=str(e["col"]),
                     product=e.get("product"), products=int(e.get("products", 1)), active=e.get("active"),
                     params=tuple((str(k), str(v)) for k, v in e.get("params", {}).items()),
                     same_as=e.get("same_as"), section=str(e.get("section", "")), figure=str(e.get("figure", "")),
-                    evidence=str(e.get("evidence", "")), note=str(e.get("note", "")))
+                    evidence=str(e.get("evidence", "")), note=str(e.get("note", "")),
+                    warps=int(e.get("warps", 1)), container=(int(e["container"]) if "container" in e else None))
             except KeyError as k:
                 raise SpecError(f"{where}: missing field {k}") from None
             for o in ent.operands:
                 if o not in LAYOUT_OPERANDS:
                     raise SpecError(f"{where}: unknown operand {o!r}")
-            for src in (ent.row, ent.col, ent.product, ent.active, ent.when, *ent.matrix, *(v for _, v in ent.let)):
+            for src in (ent.row, ent.col, ent.product, ent.active, ent.when, *ent.matrix, *(v for _, v in ent.let),
+                        ent.elements if isinstance(ent.elements, str) else None):
                 if src is not None:
                     try:
                         Formula(src)
@@ -617,6 +705,8 @@ def selector_env(form: cat.Form, operand: str) -> dict[str, Any]:
     ax = OPERAND_TYPE_AXIS.get(operand)
     env["type"] = (getattr(form, ax) or "") if ax else ""
     env["scale_vec"] = form.scale_vec_effective or ""
+    if operand == "e":
+        env["type"] = form.atype or ""      # the metadata layout follows A's type
     return env
 
 
@@ -628,10 +718,11 @@ def resolve(form_or_opcode, operand: str) -> list[Entry]:
 
 
 def layout_operands(form: cat.Form) -> list[str]:
-    """The operands of a form that have an element layout here (not the metadata `e`)."""
-    if form.family not in ("mma", "mma.sp"):
+    """The operands of a form that have an element layout here (not mma.sp's metadata `e`, which
+    formal.metadata models; wgmma's `e` is the per-warp mma.sp layout as nibbles here)."""
+    if form.family not in LAYOUT_FAMILIES:
         return []
-    return [o for o in LAYOUT_OPERANDS if o in form.operands]
+    return [o for o in LAYOUT_OPERANDS if o in form.operands and (o != "e" or form.family == "wgmma")]
 
 
 def _value_bits(etype: str | None, elem_bits: int) -> int:
@@ -645,9 +736,21 @@ def _value_bits(etype: str | None, elem_bits: int) -> int:
 
 def _check_operand(form: cat.Form, operand: str) -> str:
     op = normalize_operand(operand)
-    if form.family not in ("mma", "mma.sp"):
+    if form.family in cat.WGMMA_FAMILIES and form.family != "wgmma":
+        raise LayoutError(f"{form.opcode} has no register operands")
+    if form.family not in LAYOUT_FAMILIES:
         raise LayoutError(f"{form.opcode}: wmma fragments are unspecified by PTX (9.7.14.4.1); "
                           "see formal.wmma for the per-architecture observations")
+    if form.family == "wgmma":
+        if op in ("a_desc", "b_desc", "b"):
+            raise LayoutError(f"{form.opcode}: operand {op} is a shared-memory matrix (a 64-bit descriptor, "
+                              "9.7.15.5.1.2), not a register fragment")
+        if op == "a" and form.asource == "desc":
+            raise LayoutError(f"{form.opcode}: A comes from a descriptor here (shared memory), not registers")
+        if op == "e" and not form.is_sparse:
+            raise LayoutError(f"{form.opcode} is dense: it has no metadata operand")
+        if op in ("a", "e", "d"):
+            return op
     if op == "e":
         raise LayoutError(f"{form.opcode}: the sparsity metadata e is a bit field, not an element layout; "
                           "see `ptx-formal metadata`")
@@ -664,6 +767,8 @@ def param_space(form_or_opcode, operand: str) -> list[dict[str, int]]:
     ents = resolve(form, op)
     if len(ents) != 1 or not ents[0].params:
         return [{}]
+    if [c for _, c in ents[0].params] == ["selectors"]:      # the sparsity selector: the form's legal values
+        return [{ents[0].params[0][0]: v} for v in (form.selectors or (0,))]
     table = cat.spec().scale_selectors.get(form.scale_vec_effective or "", {})
     names = [k for k, _ in ents[0].params]
     choices = [list(table.get(col, [])) for _, col in ents[0].params]
@@ -678,13 +783,16 @@ def layout_from_entry(entry: Entry, form: cat.Form, operand: str, params: Mappin
 @lru_cache(maxsize=8192)
 def _layout_from_entry(entry: Entry, form: cat.Form, operand: str, params: tuple) -> Layout:
     sp = spec()
+    if form.family == "wgmma" and operand == "a" and form.asource is None:
+        form = form.with_asource("reg")         # the register fragment of an opcode given alone
     op = form.operands[operand]
     m, n, k = form.mnk
     dims_env = {"m": m, "n": n, "k": k}
     rows, cols = (int(_formula(x).eval(dims_env)) for x in entry.matrix)
-    epr = op.reg_bits // op.elem_bits if op.elem_bits <= op.reg_bits else 0
-    elem_bits = op.elem_bits
-    nregs = -(-entry.elements * elem_bits // op.reg_bits)   # ceil: a bad element count shows in regcount
+    elements = int(_formula(entry.elements).eval(dims_env)) if isinstance(entry.elements, str) else entry.elements
+    elem_bits = entry.container or op.elem_bits
+    epr = op.reg_bits // elem_bits if elem_bits <= op.reg_bits else 0
+    nregs = -(-elements * elem_bits // op.reg_bits)   # ceil: a bad element count shows in regcount
     pvals = dict(params)
     if entry.params:
         space = param_space(form, operand)
@@ -700,9 +808,9 @@ def _layout_from_entry(entry: Entry, form: cat.Form, operand: str, params: tuple
         raise LayoutError(f"{entry.id} takes no parameters, got {sorted(pvals)}")
     own = dict(entry.let)
     let = [(k, v) for k, v in sp.let if k not in own] + list(entry.let)
-    return Layout(rows, cols, nregs, max(epr, 1), lanes=32, products=entry.products, elem_bits=elem_bits,
-                  value_bits=_value_bits(op.etype, elem_bits), shift=op.shift, reg_bits=op.reg_bits,
-                  elements=entry.elements, row=entry.row, col=entry.col, product=entry.product,
+    return Layout(rows, cols, nregs, max(epr, 1), lanes=32 * entry.warps, warps=entry.warps, products=entry.products,
+                  elem_bits=elem_bits, value_bits=_value_bits(op.etype, elem_bits), shift=op.shift,
+                  reg_bits=op.reg_bits, elements=elements, row=entry.row, col=entry.col, product=entry.product,
                   active=entry.active, let=let, params=pvals, index=sp.index, bit_lo=sp.bit_lo,
                   name=entry.id, source=entry.section, entry=entry, operand=operand)
 
@@ -972,8 +1080,9 @@ def by_lane(lay: Layout) -> list[dict[str, int | str]]:
     e = lay.enumerate()
     recs = []
     for k in range(e["lane"].size):
-        r = {"lane": int(e["lane"][k]), "reg": int(e["reg"][k]), "elem": int(e["elem"][k]), "i": int(e["i"][k]),
-             "bits": _bits(int(e["bit_lo"][k]), lay.value_bits), "row": int(e["row"][k]), "col": int(e["col"][k])}
+        r = {"warp": int(e["warp"][k])} if lay.warps > 1 else {}
+        r.update({"lane": int(e["lane"][k]), "reg": int(e["reg"][k]), "elem": int(e["elem"][k]), "i": int(e["i"][k]),
+                  "bits": _bits(int(e["bit_lo"][k]), lay.value_bits), "row": int(e["row"][k]), "col": int(e["col"][k])})
         if lay.products > 1:
             r["product"] = int(e["product"][k])
         recs.append(r)
@@ -983,7 +1092,8 @@ def by_lane(lay: Layout) -> list[dict[str, int | str]]:
 def by_element(lay: Layout) -> list[dict[str, int | str]]:
     """element -> lane/register/bits: one record per matrix cell, in (product, row, col) order."""
     recs = by_lane(lay)
-    return sorted(recs, key=lambda r: (r.get("product", 0), r["row"], r["col"], r["lane"], r["reg"], r["elem"]))
+    return sorted(recs, key=lambda r: (r.get("product", 0), r["row"], r["col"], r.get("warp", 0), r["lane"], r["reg"],
+                                       r["elem"]))
 
 
 def text_grid(lay: Layout, operand: str | None = None) -> str:
@@ -998,7 +1108,7 @@ def text_grid(lay: Layout, operand: str | None = None) -> str:
                 continue
             r, c = int(e["row"][k]), int(e["col"][k])
             if 0 <= r < lay.rows and 0 <= c < lay.cols:
-                lab = f"T{int(e['lane'][k])}:{letter}{int(e['i'][k])}"
+                lab = f"T{int(e.get('thread', e['lane'])[k])}:{letter}{int(e['i'][k])}"   # figures: T0..T127
                 grid[r][c] = lab if grid[r][c] == "." else grid[r][c] + "|" + lab
         w = max(len(x) for row in grid for x in row)
         if lay.products > 1:
@@ -1017,12 +1127,12 @@ def text_lanes(lay: Layout, operand: str | None = None) -> str:
     cur = None
     line: list[str] = []
     for r in recs:
-        key = (r["lane"], r["reg"])
+        key = (r.get("warp", 0), r["lane"], r["reg"])
         if key != cur:
             if line:
                 out.append(" ".join(line))
             cur = key
-            line = [f"lane {r['lane']:>2} reg {r['reg']}:"]
+            line = [(f"warp {r['warp']} " if "warp" in r else "") + f"lane {r['lane']:>2} reg {r['reg']}:"]
         p = f"p{r['product']} " if "product" in r else ""
         line.append(f"{letter}{r['i']}{r['bits']}=({p}{r['row']},{r['col']})")
     if line:
@@ -1053,7 +1163,7 @@ def records_md(recs: list[dict]) -> str:
 def layout_json(lay: Layout, form: cat.Form | None = None) -> dict[str, Any]:
     d: dict[str, Any] = {
         "name": lay.name, "source": lay.source, "operand": lay.operand,
-        "rows": lay.rows, "cols": lay.cols, "products": lay.products, "lanes": lay.lanes,
+        "rows": lay.rows, "cols": lay.cols, "products": lay.products, "lanes": lay.lanes, "warps": lay.warps,
         "nregs": lay.nregs, "reg_bits": lay.reg_bits, "epr": lay.epr, "elem_bits": lay.elem_bits,
         "value_bits": lay.value_bits, "shift": lay.shift, "params": lay.params,
         "formulas": None if lay.is_table else {"let": dict(lay.let), "row": lay.row_src, "col": lay.col_src,
@@ -1091,3 +1201,43 @@ def load_table(path: str | Path, *, like: Layout) -> Layout:
             raise LayoutError(f"{p}: empty table")
         recs = rows
     return Layout.from_table(recs, like=like, name=str(p.name))
+
+
+# =========================================================================================
+# Observed fragments (silicon one-hot probes) against the spec
+
+
+def observed_layout(form_or_opcode, operand: str, observed, **params) -> Layout:
+    """A table layout from an observed fragment, shaped like the spec's (form, operand).
+
+    ``observed`` is a list of records ``{warp, lane, reg, elem, row, col}`` (or ``thread``
+    instead of warp/lane, or ``i`` instead of reg/elem; one-warp layouts: ``lane``), or an
+    integer array ``[threads, nregs, epr, 2]`` (``[threads, nregs, 2]`` when a register holds
+    one element) of (row, col) per point, ``-1`` for a point that held nothing."""
+    spec_lay = fragment(form_or_opcode, operand, **params)
+    if isinstance(observed, np.ndarray) or (isinstance(observed, (list, tuple)) and observed
+                                            and not isinstance(observed[0], Mapping)
+                                            and np.asarray(observed).ndim >= 3):
+        a = np.asarray(observed, dtype=np.int64)
+        if a.ndim == 3 and spec_lay.epr == 1:
+            a = a[:, :, None, :]
+        want = (spec_lay.lanes, spec_lay.nregs, spec_lay.epr, 2)
+        if a.shape != want:
+            raise LayoutError(f"observed array has shape {list(a.shape)}, expected {list(want)} "
+                              "(thread, register, element, (row, col))")
+        recs = [{"thread": t, "reg": r, "elem": e, "row": int(a[t, r, e, 0]), "col": int(a[t, r, e, 1])}
+                for t in range(want[0]) for r in range(want[1]) for e in range(want[2]) if a[t, r, e, 0] >= 0]
+        if spec_lay.warps == 1:
+            recs = [dict(x, lane=x.pop("thread")) for x in recs]
+        observed = recs
+    return Layout.from_table(observed, like=spec_lay, name="observed")
+
+
+def compare_observed(form_or_opcode, operand: str, observed, **params):
+    """Prove an observed fragment (a silicon one-hot table) equal to the spec's, or refute it
+    with the first differing (warp, lane, reg, elem): :func:`formal.prove.audit_layout` on
+    :func:`observed_layout`.  Returns the audit report (``.ok``, ``.first_difference``)."""
+    from .prove import audit_layout
+
+    cand = observed_layout(form_or_opcode, operand, observed, **params)
+    return audit_layout(cand, form_or_opcode, operand, compare_bits=False, **params)

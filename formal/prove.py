@@ -522,6 +522,26 @@ def _i_of(lay: Layout, lane: int, reg: int, elem: int) -> int:
     return int(f["i"][k]) if 0 <= k < f["i"].size else reg * lay.epr + elem
 
 
+def _warpify(lay: Layout, res: Result) -> Result:
+    """A warpgroup layout's witness names the warp and the lane in it (the provers work on the
+    thread index, ``thread = warp * warp_lanes + lane``)."""
+    if lay.warps <= 1 or not isinstance(res, Refuted):
+        return res
+
+    def fix(d):
+        if isinstance(d, dict):
+            if "lane" in d and ("reg" in d or "i" in d) and "warp" not in d:
+                th = int(d["lane"])
+                out = {"warp": th // lay.warp_lanes, "lane": th % lay.warp_lanes, "thread": th}
+                out.update({k: v for k, v in d.items() if k != "lane"})
+                return out
+            return {k: fix(v) for k, v in d.items()}
+        return d
+
+    res.witness = fix(res.witness)
+    return res
+
+
 def _mk(family: str, subject: str, claim: str, section: str = "") -> Obligation:
     return Obligation(family, subject, claim, section=section)
 
@@ -572,7 +592,7 @@ def check_range(lay: Layout, ob: Obligation | str, opts: Options) -> Result:
         k = (w["lane"] * lay.nregs + w["reg"]) * lay.epr + w["elem"]
         res.witness["cell"] = _cell(lay, f["row"][k], f["col"][k], f["product"][k])
         res.witness["matrix"] = {"rows": lay.rows, "cols": lay.cols, "products": lay.products}
-    return res
+    return _warpify(lay, res)
 
 
 def _min_collision_enum(lay: Layout) -> dict | None:
@@ -629,7 +649,7 @@ def check_injective(lay: Layout, ob: Obligation | str, opts: Options) -> Result:
         w = res.witness["p"]
         c = lay.at(w["lane"], w["reg"], w["elem"])
         res.witness["cell"] = _cell(lay, *c)
-    return res
+    return _warpify(lay, res)
 
 
 def _box_domain(lay: Layout) -> bool:
@@ -935,7 +955,7 @@ def check_equal(a: Layout, b: Layout, ob: Obligation | str, opts: Options, *, bi
                 d["bits"] = f"[{lo + lay.value_bits - 1}:{lo}]"
                 d["i"] = int(lay._full["i"][k])
                 res.witness[nm] = d
-    return res
+    return _warpify(a, res)
 
 
 def check_single_product(lay: Layout, ob: Obligation | str, opts: Options) -> Result:
@@ -1009,12 +1029,12 @@ def _subject(lay: Layout) -> str:
 
 
 def layout_obligations(forms: Sequence[cat.Form]) -> list[Obligation]:
-    """The layout obligations of every mma / mma.sp form in ``forms`` (before dedupe)."""
+    """The layout obligations of every mma / mma.sp / wgmma form in ``forms`` (before dedupe)."""
     from . import layout as L
 
     obs: list[Obligation] = []
     for form in forms:
-        if form.family not in ("mma", "mma.sp"):
+        if form.family not in L.LAYOUT_FAMILIES:
             continue
         opc = form.opcode
         ops = L.layout_operands(form)

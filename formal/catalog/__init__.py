@@ -61,11 +61,17 @@ class BadArgument(ValueError):
 # ----------------------------------------------------------------------------------
 # spec loading
 
-FAMILY_FILES = {"mma": "mma", "mma.sp": "mma_sp", "wmma.load": "wmma", "wmma.store": "wmma", "wmma.mma": "wmma"}
-FAMILIES = ("mma", "mma.sp", "wmma.load", "wmma.store", "wmma.mma")
+FAMILY_FILES = {"mma": "mma", "mma.sp": "mma_sp", "wmma.load": "wmma", "wmma.store": "wmma", "wmma.mma": "wmma",
+                "wgmma": "wgmma", "wgmma.fence": "wgmma", "wgmma.commit_group": "wgmma", "wgmma.wait_group": "wgmma"}
+FAMILIES = ("mma", "mma.sp", "wmma.load", "wmma.store", "wmma.mma",
+            "wgmma", "wgmma.fence", "wgmma.commit_group", "wgmma.wait_group")
+# the warpgroup instructions (PTX ISA 9.7.15); "wgmma" is wgmma.mma_async, dense or `.sp`
+WGMMA_FAMILIES = ("wgmma", "wgmma.fence", "wgmma.commit_group", "wgmma.wait_group")
+# where wgmma's matrix A comes from (not spelled in the opcode: the operand list decides)
+A_SOURCES = ("desc", "reg")
 
 STR_AXES = ("sparsity", "matrix", "shape", "alayout", "blayout", "layout", "space", "kind",
-            "scale_vec", "dtype", "atype", "btype", "ctype", "stype", "bitop", "rounding")
+            "scale_vec", "dtype", "atype", "btype", "ctype", "stype", "bitop", "rounding", "asource")
 BOOL_AXES = ("sync", "aligned", "block_scale", "satfinite", "popc")
 AXES = ("family",) + STR_AXES + BOOL_AXES
 
@@ -75,7 +81,7 @@ AXIS_LABEL = {
     "scale_vec": ".scale_vec_size", "dtype": ".dtype", "atype": ".atype", "btype": ".btype",
     "ctype": ".ctype", "stype": ".stype", "bitop": "bit operation", "rounding": "rounding modifier",
     "sync": ".sync", "aligned": ".aligned", "block_scale": ".block_scale", "satfinite": ".satfinite",
-    "popc": ".popc",
+    "popc": ".popc", "asource": "A source",
 }
 
 
@@ -103,7 +109,7 @@ class Rule:
     """A constraint, requirement or selector rule from a spec file."""
 
     family: str
-    kind: str                         # 'constraint' | 'require' | 'selector' | 'products' | 'fragment'
+    kind: str                         # 'constraint' | 'require' | 'selector' | 'products' | 'fragment' | 'immediate'
     when: Formula | None
     data: dict
     section: str
@@ -147,7 +153,7 @@ def _blocks_and_rules(doc: dict, default_family: str | None) -> tuple[list[Synta
                                   b.get("section", fsec.get(fam, sec)), vals))
     fams = sorted({blk.family for blk in blocks})
     rules: list[Rule] = []
-    for kind in ("constraint", "require", "selector", "products", "fragment"):
+    for kind in ("constraint", "require", "selector", "products", "fragment", "immediate"):
         for r in doc.get(kind, []):
             when = r.get("when")
             f = Formula(when) if when not in (None, "", "True") else None
@@ -157,7 +163,7 @@ def _blocks_and_rules(doc: dict, default_family: str | None) -> tuple[list[Synta
                 base = sec + ".1" if kind == "fragment" else fsec.get(fam, sec)
                 section = r.get("section", base + {
                     "constraint": " (Description)", "require": " (PTX ISA Notes / Target ISA Notes)",
-                    "selector": "", "products": "", "fragment": ""}[kind])
+                    "selector": "", "products": "", "fragment": "", "immediate": ""}[kind])
                 rules.append(Rule(fam, kind, f, data, section))
     return blocks, rules
 
@@ -167,7 +173,8 @@ def spec() -> Spec:
     blocks: list[SyntaxBlock] = []
     rules: list[Rule] = []
     mma, mma_sp, wmma = load_spec("mma"), load_spec("mma_sp"), load_spec("wmma")
-    for doc, fam in ((mma, "mma"), (mma_sp, "mma.sp"), (wmma, None)):
+    wgmma, wgmma_sp = load_spec("wgmma"), load_spec("wgmma_sp")
+    for doc, fam in ((mma, "mma"), (mma_sp, "mma.sp"), (wmma, None), (wgmma, None), (wgmma_sp, "wgmma")):
         b, r = _blocks_and_rules(doc, fam)
         blocks += b
         rules += r
@@ -283,6 +290,9 @@ class Form:
     block_scale: bool = False
     satfinite: bool = False
     popc: bool = False
+    # wgmma only: where matrix A comes from, "desc" (shared memory, operand a-desc) or "reg"
+    # (registers, operand a); None = not stated (an opcode without its operand list)
+    asource: str | None = None
     # PTX qualifiers no syntax block of these instructions has (specs/spelling.toml
     # [vocabulary] flags, and "f16.f16" for the four-type f16 wmma.mma spelling): a form
     # with any is illegal with the syntax rule
@@ -310,11 +320,36 @@ class Form:
 
     @property
     def is_sparse(self) -> bool:
-        return self.family == "mma.sp"
+        return self.family == "mma.sp" or (self.family == "wgmma" and self.sparsity == "sp")
 
     @property
     def is_wmma(self) -> bool:
         return self.family.startswith("wmma")
+
+    @property
+    def is_wgmma(self) -> bool:
+        return self.family in WGMMA_FAMILIES
+
+    @property
+    def listing(self) -> str:
+        """The instruction name a listing counts the form under (wgmma.mma_async[.sp] for the
+        family "wgmma"; the family otherwise)."""
+        if self.family == "wgmma":
+            return "wgmma.mma_async" + (".sp" if self.sparsity else "")
+        return self.family
+
+    def with_asource(self, asource: str | None) -> "Form":
+        """The same wgmma form with matrix A from ``asource`` ("desc" | "reg" | None)."""
+        if asource not in (None,) + A_SOURCES:
+            raise BadArgument(f"A source must be one of {', '.join(A_SOURCES)}, got {asource!r}")
+        return replace(self, asource=asource)
+
+    @property
+    def asources(self) -> tuple[str, ...]:
+        """The A sources this form stands for: its own, or both when the opcode alone was given."""
+        if self.family != "wgmma":
+            return ()
+        return (self.asource,) if self.asource else A_SOURCES
 
     @property
     def scale_vec_effective(self) -> str | None:
@@ -364,7 +399,7 @@ class Form:
 
     @property
     def selectors(self) -> tuple[int, ...] | None:
-        """Legal sparsity-selector values (mma.sp only)."""
+        """Legal sparsity-selector values (mma.sp and wgmma.mma_async.sp only)."""
         if not self.is_sparse:
             return None
         r = _selector_rule(self)
@@ -403,6 +438,15 @@ def _format_form(f: Form) -> str:
         return "wmma.mma" + _dot(f.bitop, "popc" if f.popc else None, "sync" if f.sync else None,
                                  "aligned" if f.aligned else None, f.alayout, f.blayout, f.shape,
                                  f.rounding, *types, "satfinite" if f.satfinite else None)
+    if f.family == "wgmma":
+        # 9.7.15.5.2 / 9.7.15.6.3: wgmma.mma_async{.sp}.sync.aligned.shape{.satfinite}.dtype.atype.btype{.op.popc}
+        return "wgmma.mma_async" + _dot(f.sparsity, "sync" if f.sync else None, "aligned" if f.aligned else None,
+                                        f.shape, f.alayout, f.blayout, f"kind::{f.kind}" if f.kind else None,
+                                        "satfinite" if f.satfinite else None, f.dtype, f.atype, f.btype, f.ctype,
+                                        f.stype, f.bitop, "popc" if f.popc else None, f.rounding)
+    if f.family in WGMMA_FAMILIES:
+        return f.family + _dot("sync" if f.sync else None, "aligned" if f.aligned else None, f.shape, f.dtype,
+                               f.atype, f.btype, f.bitop, "popc" if f.popc else None)
     raise ValueError(f"unknown family {f.family!r}")
 
 
@@ -442,7 +486,8 @@ def _order_rule(family: str) -> dict:
 
 
 def _all_tokens() -> list[str]:
-    out: set[str] = {"mma", "wmma", "load", "store", "a", "b", "c", "d"}
+    out: set[str] = {"mma", "wmma", "load", "store", "a", "b", "c", "d", "wgmma", "mma_async", "fence",
+                     "commit_group", "wait_group"}
     for vals in _vocab().values():
         out |= vals
     return sorted(out)
@@ -488,8 +533,8 @@ def parse(opcode: str) -> Form:
     if any(t == "" for t in toks):
         raise MalformedOpcode(f"empty qualifier (two dots in a row, or a trailing dot) in '{op}'")
     head = toks[0]
-    if head not in ("mma", "wmma"):
-        raise _malformed(op, head, "unknown instruction", ["mma", "wmma"])
+    if head not in ("mma", "wmma", "wgmma"):
+        raise _malformed(op, head, "unknown instruction", ["mma", "wmma", "wgmma"])
     vocab = _vocab_cached()
     ax: dict[str, Any] = {"sync": False, "aligned": False}
     rest: list[str]
@@ -507,6 +552,21 @@ def parse(opcode: str) -> Form:
             raise _malformed(op, rest[0], "unknown sparsity variant", vocab["sparsity"])
         else:
             ax["family"] = "mma"
+    elif head == "wgmma":
+        ops_ = ("mma_async", "fence", "commit_group", "wait_group")
+        if len(toks) < 2 or toks[1] not in ops_:
+            raise _malformed(op, toks[1] if len(toks) > 1 else "", "unknown wgmma operation", ops_)
+        ax["family"] = "wgmma" if toks[1] == "mma_async" else f"wgmma.{toks[1]}"
+        rest = toks[2:]
+        if toks[1] == "mma_async":
+            # .sp may stand anywhere after the lead, as for mma (ptxas takes
+            # wgmma.mma_async.sync.aligned.sp...; specs/spelling.toml)
+            sps = [t for t in rest if t in vocab["sparsity"]]
+            if len(sps) > 1:
+                raise MalformedOpcode(f"duplicate sparsity variant in '{op}'", sps[1])
+            if sps:
+                ax["sparsity"] = sps[0]
+                rest = [t for t in rest if t != sps[0]]
     else:
         if len(toks) < 2 or toks[1] not in ("load", "store", "mma"):
             raise _malformed(op, toks[1] if len(toks) > 1 else "", "unknown wmma operation", ["load", "store", "mma"])
@@ -572,6 +632,8 @@ def parse(opcode: str) -> Form:
             raise _malformed(op, t, "unknown qualifier", pool)
 
     fam = ax["family"]
+    if fam in WGMMA_FAMILIES:
+        return _wgmma_form(op, ax, layouts, types, extra)
     if "shape" not in ax:
         raise MalformedOpcode(f"missing shape qualifier (e.g. '.m16n8k16') in '{op}'")
     # layouts
@@ -607,6 +669,24 @@ def parse(opcode: str) -> Form:
         if len(types) != 1:
             raise MalformedOpcode(f"{fam} takes one type qualifier, got {len(types)} in '{op}'")
         ax[{"a": "atype", "b": "btype", "c": "ctype", "d": "dtype"}[ax["matrix"]]] = types[0]
+    ax["extra"] = tuple(extra)
+    return Form(**ax)
+
+
+def _wgmma_form(op: str, ax: dict[str, Any], layouts: list[str], types: list[str], extra: list[str]) -> Form:
+    """The rest of parse() for the wgmma instructions: layout qualifiers (which no wgmma syntax
+    has; ptxas takes and ignores them, erratum E-WGMMA-LAYOUT-QUALIFIERS) make the form illegal,
+    types are .dtype.atype.btype by position."""
+    fam = ax["family"]
+    extra = list(extra) + layouts
+    if fam == "wgmma":
+        if "shape" not in ax:
+            raise MalformedOpcode(f"missing shape qualifier (e.g. '.m64n128k16') in '{op}'")
+        if len(types) != 3:
+            raise MalformedOpcode(f"wgmma.mma_async takes 3 type qualifiers (.dtype.atype.btype), got {len(types)} in '{op}'")
+        ax["dtype"], ax["atype"], ax["btype"] = types
+    else:
+        extra += types                   # fence / commit_group / wait_group name no type
     ax["extra"] = tuple(extra)
     return Form(**ax)
 
@@ -818,6 +898,8 @@ def check_operands(form: Form, operands: str) -> dict[str, Any]:
 
     Register types are not checked (they are declared elsewhere in the module)."""
     parts = split_operands(operands)
+    if form.is_wgmma:
+        return _check_wgmma_operands(form, parts)
     try:
         ops: dict[str, Operand] | None = form.operands
     except (KeyError, ValueError):
@@ -868,6 +950,86 @@ def check_operands(form: Form, operands: str) -> dict[str, Any]:
     return out
 
 
+def wgmma_operand_names(form: Form) -> list[str]:
+    """The operand list of a wgmma instruction whose A source is known (9.7.15.5.2, 9.7.15.6.3,
+    9.7.15.7.3): d, a | a-desc, b-desc, [sp-meta, sp-sel,] then the form's immediates."""
+    if form.family == "wgmma.wait_group":
+        return ["N"]
+    if form.family != "wgmma":
+        return []
+    if form.asource is None:
+        raise ValueError("the operand list of wgmma.mma_async depends on where A comes from")
+    names = ["d", "a" if form.asource == "reg" else "a-desc", "b-desc"]
+    if form.is_sparse:
+        names += ["sp-meta", "sp-sel"]
+    try:
+        return names + [r.data["name"] for r in immediates(form)]
+    except (ValueError, KeyError):
+        return names
+
+
+def asource_of(operands: str) -> str | None:
+    """wgmma's A source from an operand list: a vector {...} in second place is A in
+    registers, anything else (a register, an immediate) a descriptor; None if there is no
+    second operand."""
+    parts = split_operands(operands)
+    if len(parts) < 2:
+        return None
+    return "reg" if parts[1].startswith("{") else "desc"
+
+
+def _check_wgmma_operands(form: Form, parts: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    fam = form.family
+    if fam in ("wgmma.fence", "wgmma.commit_group"):
+        raise MalformedOpcode(f"{fam} takes no operands, got {len(parts)}")
+    if fam == "wgmma.wait_group":
+        if len(parts) != 1:
+            raise MalformedOpcode(f"wgmma.wait_group takes 1 operand (N), got {len(parts)}")
+        out["n"] = const_expr(parts[0], "operand N")
+        return out
+    if form.asource is None:
+        form = form.with_asource("reg" if len(parts) > 1 and parts[1].startswith("{") else "desc")
+    out["asource"] = form.asource
+    names = wgmma_operand_names(form)
+    if len(parts) != len(names):
+        src = "in registers" if form.asource == "reg" else "from a descriptor"
+        raise MalformedOpcode(f"{form.listing} with A {src} takes {len(names)} operands ({', '.join(names)}), "
+                              f"got {len(parts)}")
+    try:
+        ops: dict[str, Operand] | None = form.operands
+    except (KeyError, ValueError):
+        ops = None
+    for name, x in zip(names, parts):
+        what = f"operand {name}"
+        if name in ("d", "a"):
+            if ops is None:
+                _vector(x, what, None, name == "d")
+            else:
+                op = ops[name]
+                _vector(x, f"{what} ({op.count} x .{op.ptx_type})", op.count, name == "d")
+        elif name in ("a-desc", "b-desc"):
+            # "The 64-bit register operands a-desc and b-desc" (ptxas also takes an integer
+            # constant: erratum E-WGMMA-DESC-IMMEDIATE)
+            if not _REG_RE.fullmatch(x) or x == "_":
+                raise MalformedOpcode(f"{what} must be a 64-bit register (the matrix descriptor), got {_clip(x)!r}")
+        elif name == "sp-meta":
+            _register(x, what)
+        elif name == "sp-sel":
+            out["sel"] = const_expr(x, "sparsity selector sp-sel")
+        elif name == "scale-d":
+            y = x.strip()
+            if y.startswith("!") and _REG_RE.fullmatch(y[1:].strip()):
+                out["scale_d"] = "!" + y[1:].strip()
+            elif _REG_RE.fullmatch(y):
+                out["scale_d"] = y
+            else:
+                out["scale_d"] = const_expr(y, what)
+        else:
+            out[imm_key(name)] = const_expr(x, what)
+    return out
+
+
 def parse_instruction(text: str, strict: bool = True) -> tuple[Form, dict[str, Any]]:
     """Parse a whole instruction line; returns the form and the immediates found.
 
@@ -881,6 +1043,16 @@ def parse_instruction(text: str, strict: bool = True) -> tuple[Form, dict[str, A
     form = parse(op)
     if not operands:
         return form, {}
+    if form.is_wgmma:
+        # the operand list decides where A comes from (an opcode alone leaves it open)
+        if strict:
+            imm = check_operands(form, operands)
+            return form.with_asource(imm.pop("asource", None)), imm
+        try:
+            src = asource_of(operands)
+        except MalformedOpcode:
+            return form, {}
+        return form.with_asource(src) if form.family == "wgmma" else form, {}
     if strict:
         return form, check_operands(form, operands)
     out: dict[str, Any] = {}
@@ -1146,7 +1318,7 @@ def _requirement_reasons(form: Form, t: Target, ptx: str) -> list[Reason]:
 
 def _selector_rule(form: Form) -> Rule | None:
     env = form.env()
-    for r in spec().rules_of("mma.sp", "selector"):
+    for r in spec().rules_of("wgmma" if form.family == "wgmma" else "mma.sp", "selector"):
         if r.applies(env):
             return r
     return None
@@ -1156,7 +1328,11 @@ def _selector_reasons(form: Form, sel: int | None, scale_a, scale_b) -> list[Rea
     out: list[Reason] = []
     if sel is not None:
         if not form.is_sparse:
-            out.append(Reason(f"a sparsity selector ({sel}) is only an operand of mma.sp", "9.7.14.6.3", "argument"))
+            if form.is_wgmma:
+                out.append(Reason(f"a sparsity selector ({sel}) is only an operand of wgmma.mma_async.sp",
+                                  "9.7.15.6.3", "argument"))
+            else:
+                out.append(Reason(f"a sparsity selector ({sel}) is only an operand of mma.sp", "9.7.14.6.3", "argument"))
         else:
             r = _selector_rule(form)
             vals = list(r.data["values"]) if r else [0, 1, 2, 3]
@@ -1165,6 +1341,9 @@ def _selector_reasons(form: Form, sel: int | None, scale_a, scale_b) -> list[Rea
                 msg = f"sparsity selector {sel} is out of range for {form.shape} (allowed {allowed})"
                 if r and r.data.get("note_when") and _formula(r.data["note_when"]).eval(form.env()):
                     msg += f"; {r.data['note']}"
+                if form.is_wgmma and 0 <= sel <= 3:
+                    msg += ("; the operand description says 'values in the range 0..3', the table does not "
+                            "(erratum E-WGMMA-SPSEL-RANGE)")
                 out.append(Reason(msg, r.section if r else "9.7.14.6.1", "selector", r.data.get("text", "") if r else ""))
     for name, pair in (("a", scale_a), ("b", scale_b)):
         if pair is None:
@@ -1184,28 +1363,98 @@ def _selector_reasons(form: Form, sel: int | None, scale_a, scale_b) -> list[Rea
 
 
 def legality(opcode: str | Form, target: str = "sm_90", ptx: str | float = "9.0", sel: int | None = None,
-             scale_a: tuple[int, int] | None = None, scale_b: tuple[int, int] | None = None) -> Legality:
+             scale_a: tuple[int, int] | None = None, scale_b: tuple[int, int] | None = None,
+             imm: dict[str, Any] | None = None) -> Legality:
     """Decide whether ``opcode`` is legal on ``target`` with PTX ISA ``ptx``.
 
     Raises :class:`MalformedOpcode` / :class:`BadArgument` for input that is not an
     instruction spelling or an unknown target/version; otherwise returns a
     :class:`Legality` whose ``.ok`` is the verdict and ``.reasons`` every reason.
+
+    ``imm`` holds wgmma's immediate operands as :func:`parse_instruction` returns them
+    (``scale_d``, ``imm_scale_a``, ``imm_scale_b``, ``imm_trans_a``, ``imm_trans_b``; ``n`` of
+    wgmma.wait_group).  A wgmma form whose A source is not stated (an opcode alone) is decided
+    for both sources: legal when legal with both, else every reason labelled with its source.
     """
     form = opcode if isinstance(opcode, Form) else parse(opcode)
     t = parse_target(target)
     p = check_ptx(ptx)
     res = Legality(opcode if isinstance(opcode, str) else form.opcode, form, t.name, p, sel)
-    blocks = syntax_blocks(form)
-    res.matched = [b.id for b in blocks]
-    if not blocks:
-        res.reasons += _syntax_reasons(form)
+    if form.family == "wgmma" and form.asource is None:
+        per = {src: _reasons(form.with_asource(src), t, p, sel, scale_a, scale_b, imm) for src in A_SOURCES}
+        res.matched = sorted({b.id for src in A_SOURCES for b in syntax_blocks(form.with_asource(src))})
+        common = [r for r in per["desc"] if any(r.message == q.message for q in per["reg"])]
+        res.reasons += common
+        for src, label in (("desc", "with A from a descriptor"), ("reg", "with A in registers")):
+            for r in per[src]:
+                if not any(r.message == q.message for q in common):
+                    res.reasons.append(replace(r, message=f"{r.message} ({label})"))
     else:
-        res.reasons += _constraint_reasons(form)
-        res.reasons += _requirement_reasons(form, t, p)
-    res.reasons += _selector_reasons(form, sel, scale_a, scale_b)
+        res.matched = [b.id for b in syntax_blocks(form)]
+        res.reasons += _reasons(form, t, p, sel, scale_a, scale_b, imm)
     if isinstance(opcode, str):
         res.notes += order_notes(split_instruction(opcode)[0], form)
     return res
+
+
+def _reasons(form: Form, t: Target, p: str, sel, scale_a, scale_b, imm) -> list[Reason]:
+    out: list[Reason] = []
+    if not syntax_blocks(form):
+        out += _syntax_reasons(form)
+    else:
+        out += _constraint_reasons(form)
+        out += _requirement_reasons(form, t, p)
+    out += _selector_reasons(form, sel, scale_a, scale_b)
+    if imm:
+        out += _immediate_reasons(form, imm)
+    return out
+
+
+def immediates(form: Form) -> list[Rule]:
+    """The immediate operands of a wgmma form, in operand order ([[immediate]] of
+    specs/wgmma.toml); the A source must be known when it matters (imm-trans-a)."""
+    env = form.env()
+    return [r for r in spec().rules_of(form.family, "immediate") if r.applies(env)]
+
+
+def imm_key(name: str) -> str:
+    """'imm-scale-a' -> 'imm_scale_a' (the key of parse_instruction's immediates)."""
+    return name.replace("-", "_").lower()
+
+
+def _immediate_reasons(form: Form, imm: dict[str, Any]) -> list[Reason]:
+    out: list[Reason] = []
+    rules = {imm_key(r.data["name"]): r for r in immediates(form)}
+    for key, val in imm.items():
+        if key in ("sel", "scale_a", "scale_b", "asource"):
+            continue
+        r = rules.get(key)
+        if r is None:
+            out.append(Reason(f"{key.replace('_', '-')} is not an operand of {form.opcode}"
+                              + (f" with A {'from a descriptor' if form.asource == 'desc' else 'in registers'}"
+                                 if form.asource else ""), spec_section(form), "argument"))
+            continue
+        if isinstance(val, str):          # a predicate register (scale-d): any value at run time
+            if not r.data.get("predicate"):
+                out.append(Reason(f"{r.data['name']} must be an integer constant, got {val!r}", r.section, "argument",
+                                  r.data.get("text", "")))
+            continue
+        if "values" in r.data and val not in r.data["values"]:
+            allowed = ", ".join(map(str, r.data["values"]))
+            out.append(Reason(f"{r.data['name']} {val} is not a valid value (allowed {allowed})", r.section,
+                              "immediate", r.data.get("text", "")))
+        if "min" in r.data and val < r.data["min"]:
+            out.append(Reason(f"{r.data['name']} {val} is not a valid value (a non-negative integer constant)",
+                              r.section, "immediate", r.data.get("text", "")))
+    return out
+
+
+def spec_section(form: Form) -> str:
+    """The instruction's own PTX ISA section."""
+    blocks = [b for b in spec().blocks if b.family == form.family]
+    if form.family == "wgmma" and form.sparsity:
+        return "9.7.15.6.3"
+    return blocks[0].section if blocks else ""
 
 
 def order_notes(op: str, form: Form) -> list[str]:
@@ -1219,7 +1468,10 @@ def order_notes(op: str, form: Form) -> list[str]:
 
 
 def is_documented(form: Form) -> bool:
-    """In some syntax block and satisfying every prose constraint (ignoring targets)."""
+    """In some syntax block and satisfying every prose constraint (ignoring targets); a wgmma
+    opcode whose A source is open is documented when it is with both sources."""
+    if form.family == "wgmma" and form.asource is None:
+        return all(is_documented(form.with_asource(s)) for s in A_SOURCES)
     return bool(syntax_blocks(form)) and not _constraint_reasons(form)
 
 
@@ -1250,6 +1502,10 @@ def _family_match(form: Form, family: str | None) -> bool:
     if family in (None, "", "all"):
         return True
     fam = family.strip()
+    if fam == "wgmma":
+        return form.is_wgmma
+    if fam in ("wgmma.mma_async", "wgmma.mma_async.sp"):
+        return form.listing == fam
     if fam in ("sp", "sparse"):
         fam = "mma.sp"
     if fam == "wmma":
@@ -1262,11 +1518,14 @@ def _family_match(form: Form, family: str | None) -> bool:
 
 
 def check_family(family: str | None) -> None:
-    ok = {None, "", "all", "sp", "sparse", "wmma", "mma.sp::ordered_metadata", *FAMILIES}
+    ok = {None, "", "all", "sp", "sparse", "wmma", "mma.sp::ordered_metadata", "wgmma.mma_async", "wgmma.mma_async.sp",
+          *FAMILIES}
     if family not in ok:
         close = difflib.get_close_matches(str(family), [x for x in ok if x], n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
-        raise BadArgument(f"unknown family {family!r}{hint}; known: mma, mma.sp, mma.sp::ordered_metadata, wmma, wmma.load, wmma.store, wmma.mma")
+        raise BadArgument(f"unknown family {family!r}{hint}; known: mma, mma.sp, mma.sp::ordered_metadata, wmma, "
+                          "wmma.load, wmma.store, wmma.mma, wgmma, wgmma.mma_async, wgmma.mma_async.sp, wgmma.fence, "
+                          "wgmma.commit_group, wgmma.wait_group")
 
 
 def forms(target: str | None = None, ptx: str | float | None = None, family: str | None = None) -> list[Form]:
@@ -1314,8 +1573,8 @@ def products_per_warp(form: Form) -> int:
     return 1
 
 
-def _mma_operand(form: Form, name: str, rows: int, cols: int, t: str) -> Operand:
-    lanes = 32 // products_per_warp(form)
+def _mma_operand(form: Form, name: str, rows: int, cols: int, t: str, threads: int = 32) -> Operand:
+    lanes = threads // products_per_warp(form)
     elems = rows * cols // lanes
     cbits, shift = element_container(t, form.kind)
     reg_bits = 64 if t == "f64" else 32
@@ -1336,7 +1595,28 @@ def _operands_cached(form: Form) -> tuple[Operand, ...]:
     return tuple(_operands(form))
 
 
+# wgmma: a 64-bit shared-memory matrix descriptor (9.7.15.5.1.2.2) is one .b64 register
+def _descriptor(name: str) -> Operand:
+    return Operand(name, 1, 64, "b64", None, 1, 64)
+
+
 def _operands(form: Form) -> list[Operand]:
+    if form.family == "wgmma":
+        # 9.7.15.5.1.1 / 9.7.15.6.2: the 128 threads of the warpgroup share each fragment; A in
+        # registers is the M x K (sparse: M x K/2) matrix, D the M x N accumulator
+        m, n, k = form.mnk
+        ka = k // 2 if form.is_sparse else k
+        ops = [_mma_operand(form, "d", m, n, form.dtype, threads=128)]
+        if form.asource in (None, "reg"):
+            ops.append(_mma_operand(form, "a", m, ka, form.atype, threads=128))
+        if form.asource in (None, "desc"):
+            ops.append(_descriptor("a_desc"))
+        ops.append(_descriptor("b_desc"))
+        if form.is_sparse:
+            ops.append(Operand("e", 1, 32, "b32", None, 1, 32))      # sp-meta
+        return ops
+    if form.family in WGMMA_FAMILIES:
+        return []
     if form.family in ("mma", "mma.sp"):
         m, n, k = form.mnk
         ka = k // 2 if form.is_sparse else k

@@ -132,9 +132,11 @@ def layout_panels(lay, operand: str | None = None) -> list[Panel]:
             r, c = int(e["row"][k]), int(e["col"][k])
             if not (0 <= r < lay.rows and 0 <= c < lay.cols):
                 continue
-            lane, i = int(e["lane"][k]), int(e["i"][k])
+            # a warpgroup layout is labelled by thread (T0..T127) as the wgmma figures are
+            lane, i = int(e.get("thread", e["lane"])[k]), int(e["i"][k])
             lo = int(e["bit_lo"][k])
-            tip = (f"({r}, {c}): lane {lane}, register {int(e['reg'][k])}, element {int(e['elem'][k])} "
+            who = f"warp {int(e['warp'][k])} lane {int(e['lane'][k])}" if "warp" in e else f"lane {lane}"
+            tip = (f"({r}, {c}): {who}, register {int(e['reg'][k])}, element {int(e['elem'][k])} "
                    f"= {letter}{i}, bits [{lo + lay.value_bits - 1}:{lo}]")
             if (r, c) in cells:      # a collision: keep both labels, outline in red
                 old = cells[(r, c)]

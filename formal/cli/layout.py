@@ -28,7 +28,8 @@ def register(sub) -> None:
                                    "lane/register/bits and lane/register -> element), draw it, or audit someone "
                                    "else's layout against the spec ('layout audit OPCODE ...').")
     p.add_argument("words", nargs="*", metavar="OPCODE", help="an opcode, or 'audit OPCODE'")
-    p.add_argument("--operand", "-o", help="a, b, c, d, scale_a, scale_b (default: every operand)")
+    p.add_argument("--operand", "-o", help="a, b, c, d, scale_a, scale_b; wgmma: a (in registers), d, e (sparse "
+                                           "metadata, with --selector) (default: every operand)")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--csv", action="store_true", help="CSV (one row per lane/register/element)")
     fmt.add_argument("--md", action="store_true", help="Markdown tables")
@@ -48,7 +49,8 @@ def register(sub) -> None:
     a.add_argument("--cute-tile", metavar="RxC",
                    help="--cute is a TiledMMA's TV layout over an R x C operand tile (A: M x K, B: N x K, C: M x N): "
                         "every instruction tile (warp, value group) is audited")
-    a.add_argument("--selector", type=int, default=0, metavar="F", help="sparsity selector for --operand e (default 0)")
+    a.add_argument("--selector", type=int, default=None, metavar="F",
+                   help="sparsity selector for --operand e (default 0)")
     a.add_argument("--cute-thr", metavar="LAYOUT", help="CuTe ThrID: thread -> lane layout, e.g. '(4,2):(1,16)'")
     a.add_argument("--cute-product-stride", type=int, metavar="N",
                    help="m8n8k4 .f16: lanes between the products' threads (4 for the sm_70 quad pairs)")
@@ -116,6 +118,9 @@ def _smem_audit(args, words: list[str]) -> int:
 
 def _params(args) -> dict[str, int]:
     out = {}
+    if getattr(args, "selector", None) is not None and getattr(args, "operand", None) \
+            and L.normalize_operand(args.operand) == "e":
+        out["sel"] = args.selector
     if args.byte_id is not None:
         out["byte_id"] = args.byte_id
     if args.thread_id is not None:
@@ -155,8 +160,8 @@ def cmd_layout(args) -> int:
     params = _params(args)
     lays = []
     for op in ops:
-        prm = params if op.startswith("scale") else {}
-        if params and not op.startswith("scale") and args.operand:
+        prm = params if (op.startswith("scale") or op == "e") else {}
+        if params and not (op.startswith("scale") or op == "e") and args.operand:
             raise InputError("--byte-id/--thread-id apply to the scale_a/scale_b operands only")
         lays.append((op, L.fragment(form, op, **prm)))
     if args.svg:
@@ -210,9 +215,10 @@ def cmd_layout(args) -> int:
 
 def _header(form: cat.Form, op: str, lay: L.Layout, md: bool = False) -> str:
     e = lay.entry
+    per = f"per thread ({lay.warps} warps x {lay.warp_lanes} lanes)" if lay.warps > 1 else "per lane"
     lines = [f"{form.opcode}  operand {op}: {lay.rows} x {lay.cols}"
              + (f" x {lay.products} products" if lay.products > 1 else "")
-             + f", {lay.nregs} x .b{lay.reg_bits} per lane, {lay.epr} element(s) per register, "
+             + f", {lay.nregs} x .b{lay.reg_bits} {per}, {lay.epr} element(s) per register, "
                f"{lay.value_bits}-bit values in {lay.elem_bits}-bit containers at bit {lay.shift}"]
     if lay.params:
         lines.append("selectors: " + ", ".join(f"{k}={v}" for k, v in lay.params.items()))
@@ -244,9 +250,10 @@ def all_figures(directory: str) -> int:
     """One SVG per spec entry (scale entries: per thread-id and per byte-id), plus index.md."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    forms = [f for f in cat.documented_forms() if f.family in ("mma", "mma.sp")]
+    forms = [f for f in cat.documented_forms() if f.family in L.LAYOUT_FAMILIES]
     index = ["# Fragment layout figures", "",
-             "Regenerated from `specs/fragments_mma*.toml` by `ptx-formal layout --all-figures DIR`.", "",
+             "Regenerated from `specs/fragments_mma*.toml` and `specs/fragments_wgmma.toml` by "
+             "`ptx-formal layout --all-figures DIR`.", "",
              "| figure | entry | PTX ISA | ISA figure | example form |", "|---|---|---|---|---|"]
     n = 0
     for ent in L.spec().entries:
@@ -291,7 +298,7 @@ def cmd_audit(args, opcode: str) -> int:
     form = cat.parse(opcode)
     op = L.normalize_operand(args.operand)
     params = _params(args)
-    if op == "e":
+    if op == "e" and form.family != "wgmma":
         return cmd_audit_metadata(args, form)
     if op.startswith("scale") and args.cute and not params:
         return cmd_audit_scale_all(args, form, op)
@@ -583,11 +590,12 @@ def cmd_audit_metadata(args, form) -> int:
 
     if not args.cute:
         raise InputError("--operand e (sparse metadata) is audited from a CuTe ELayout: give --cute")
-    rep = cute.audit_metadata(args.cute, form, args.selector)
+    sel = 0 if args.selector is None else args.selector
+    rep = cute.audit_metadata(args.cute, form, sel)
     if args.json:
         print(json.dumps(rep, indent=1))
     else:
-        print(f"audit {form.opcode} metadata e (selector {args.selector}) against the spec's metadata layout: "
+        print(f"audit {form.opcode} metadata e (selector {sel}) against the spec's metadata layout: "
               f"{rep['cells']} (row, chunk) cells")
         if rep["status"] == "proved":
             print(f"  PROVED   every (row, chunk) is supplied by the spec's lane and nibble ({rep['solver']})")
