@@ -202,7 +202,8 @@ class Layout:
 
         ``entries`` is an iterable of dicts or tuples ``(lane, reg, elem, row, col[, product])``.
         A warpgroup layout (``warps > 1``) takes records with ``warp`` and ``lane`` (the lane in
-        its warp) or ``thread``, or tuples ``(warp, lane, reg, elem, row, col)``.
+        its warp) or ``thread``, or tuples ``(warp, lane, reg, elem, row, col)`` or ``(thread, reg,
+        elem, row, col)``.
         Points missing from the table are not held (the layout is partial there).  A point
         listed twice with different images is bad input.
         """
@@ -240,10 +241,15 @@ class Layout:
                     raise LayoutError(f"table record {n}: needs integer lane, reg+elem (or i), row, col: {e}") from None
             else:
                 t = tuple(int(x) for x in rec)
-                if warps > 1:
-                    if len(t) != 6:
-                        raise LayoutError(f"table record {n}: expected (warp, lane, reg, elem, row, col), got {rec!r}")
-                    t = (t[0] * wl + t[1],) + t[2:]
+                if warps > 1:         # (warp, lane, reg, elem, row, col) or (thread, reg, elem, row, col)
+                    if len(t) not in (5, 6):
+                        raise LayoutError(f"table record {n}: expected (warp, lane, reg, elem, row, col) or "
+                                          f"(thread, reg, elem, row, col), got {rec!r}")
+                    if len(t) == 6:
+                        if not (0 <= t[0] < warps and 0 <= t[1] < wl):
+                            raise LayoutError(f"table record {n}: (warp {t[0]}, lane {t[1]}) is outside "
+                                              f"{warps} warps x {wl} lanes")
+                        t = (t[0] * wl + t[1],) + t[2:]
                 if len(t) not in (5, 6):
                     raise LayoutError(f"table record {n}: expected (lane, reg, elem, row, col[, product]), got {rec!r}")
                 lane, reg, elem, row, col = t[:5]

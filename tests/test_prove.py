@@ -46,7 +46,7 @@ def test_obligation_families_and_dedupe():
     # dedupe: far fewer unique map proofs than form-operands, but every form-operand is covered
     inj = [o for o in obs if o.family == "layout.injective"]
     covered = {c for o in inj for c in o.cover}
-    want = {(f.opcode, op) for f in cat.documented_forms() if f.family in ("mma", "mma.sp") for op in L.layout_operands(f)}
+    want = {(f.opcode, op) for f in cat.documented_forms() if f.family in L.LAYOUT_FAMILIES for op in L.layout_operands(f)}
     assert covered == want and len(inj) < len(want) / 10
     # the shared-layout claim is made exactly where the text makes it
     shared = {c[0] for o in obs if o.family == "layout.shared" for c in o.cover}

@@ -1012,7 +1012,8 @@ def _check_wgmma_operands(form: Form, parts: list[str]) -> dict[str, Any]:
             # "The 64-bit register operands a-desc and b-desc" (ptxas also takes an integer
             # constant: erratum E-WGMMA-DESC-IMMEDIATE)
             if not _REG_RE.fullmatch(x) or x == "_":
-                raise MalformedOpcode(f"{what} must be a 64-bit register (the matrix descriptor), got {_clip(x)!r}")
+                raise MalformedOpcode(f"{what} must be a 64-bit register (the matrix descriptor), got {_clip(x)!r} "
+                                      "(ptxas also takes an integer constant: erratum E-WGMMA-DESC-IMMEDIATE)")
         elif name == "sp-meta":
             _register(x, what)
         elif name == "sp-sel":
@@ -1048,6 +1049,11 @@ def parse_instruction(text: str, strict: bool = True) -> tuple[Form, dict[str, A
         if strict:
             imm = check_operands(form, operands)
             return form.with_asource(imm.pop("asource", None)), imm
+        try:
+            imm = check_operands(form, operands)
+            return form.with_asource(imm.pop("asource", None)), imm
+        except MalformedOpcode:
+            pass
         try:
             src = asource_of(operands)
         except MalformedOpcode:
@@ -1405,7 +1411,7 @@ def _reasons(form: Form, t: Target, p: str, sel, scale_a, scale_b, imm) -> list[
         out += _constraint_reasons(form)
         out += _requirement_reasons(form, t, p)
     out += _selector_reasons(form, sel, scale_a, scale_b)
-    if imm:
+    if imm and form.is_wgmma:          # mma's immediates (selectors) are checked above; wmma's stride is free
         out += _immediate_reasons(form, imm)
     return out
 

@@ -256,6 +256,7 @@ class Probe:
     sel: int | None = None                      # mma.sp sparsity selector (default 0)
     scale_a: tuple[int, int] | None = None      # block-scale selectors (default {0, 0})
     scale_b: tuple[int, int] | None = None
+    wg: tuple[tuple[str, int], ...] | None = None  # wgmma immediates (scale_d, imm_scale_a, ...), as items
     operands: tuple[Operand, ...] | None = None  # override (forms the catalog has no fragments for)
     spelling: str | None = None                 # the opcode as written, when not canonical
 
@@ -271,7 +272,9 @@ def as_probe(x: Probe | Form | str) -> Probe:
         return Probe(x)
     form, imm = parse_instruction(x, strict=False)
     op = split_instruction(x)[0]
-    return Probe(form, sel=imm.get("sel"), scale_a=imm.get("scale_a"), scale_b=imm.get("scale_b"),
+    wg = tuple(sorted((k, v) for k, v in imm.items() if k not in ("sel", "scale_a", "scale_b")
+                      and isinstance(v, int))) or None
+    return Probe(form, sel=imm.get("sel"), scale_a=imm.get("scale_a"), scale_b=imm.get("scale_b"), wg=wg,
                  spelling=None if op == form.opcode else op)
 
 
@@ -308,8 +311,9 @@ class Verdict:
         return [m for m in self.messages if m.startswith(("error", "fatal"))]
 
 
-# a register pool large enough for any one instruction: 64 .b32, 32 .f64
-_POOL = {"b32": ("%r", 64), "f64": ("%fd", 32), "b64": ("%rl", 8)}
+# a register pool large enough for any one instruction: 160 .b32 (wgmma m64n256: 128 for d, 4 for a, 1
+# for sp-meta), 32 .f64
+_POOL = {"b32": ("%r", 160), "f64": ("%fd", 32), "b64": ("%rl", 8)}
 
 
 def _regs_for(ops: Sequence[Operand]) -> dict[str, list[str]]:
@@ -331,7 +335,8 @@ def instruction_line(p: Probe) -> str:
     """The instruction text for a probe, using the shared register pool."""
     regs = _regs_for(probe_operands(p))
     imm = ptxtext.Immediates(sel=0 if p.sel is None else p.sel,
-                             scale_a=p.scale_a or (0, 0), scale_b=p.scale_b or (0, 0))
+                             scale_a=p.scale_a or (0, 0), scale_b=p.scale_b or (0, 0),
+                             wg=dict(p.wg) if p.wg else None)
     line = ptxtext.instruction(p.form, imm, regs=regs, address="%rl0", stride="%r63")
     if p.spelling:
         line = p.spelling + line[len(p.form.opcode):]

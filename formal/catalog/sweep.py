@@ -13,7 +13,14 @@ and decided by :func:`formal.catalog.legality`:
 ``selector``     every sparsity selector 0..4 of every mma.sp form, on the targets where
                  the form is legal;
 ``spelling``     wmma spellings that differ only in qualifier order (the seeds' examples
-                 put the shape before the layout) and spellings without ``.aligned``.
+                 put the shape before the layout) and spellings without ``.aligned``; wgmma
+                 spellings in other orders (.sp after .sync.aligned, the shape after the types,
+                 .satfinite after them), without .aligned and with layout qualifiers;
+``immediate``    wgmma's immediate operands (scale-d, imm-scale-a/b, imm-trans-a/b) at legal
+                 and illegal values, both A sources, one or two N per type combination.
+
+wgmma forms run on sm_90a (the only target that takes them) and, for the documented forms,
+on every target; near-misses of wgmma forms keep their A source (both sources are mutated).
 
 A disagreement (catalog legal != ptxas accepted) must match an erratum in
 ``specs/errata.toml`` (its ``when`` formula over the case and its ``ptxas`` direction);
@@ -48,7 +55,10 @@ SWEEP_TARGETS = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100a
                  "sm_103f", "sm_107a", "sm_107f", "sm_110a", "sm_110f", "sm_120", "sm_120a", "sm_120f", "sm_121a", "sm_121f")
 FAMILY_TARGETS = ("sm_100f", "sm_103f", "sm_107f", "sm_110f", "sm_120f", "sm_121f")
 BOUNDARY_EXTRA = ("sm_70", "sm_72")
-CATEGORIES = ("documented", "boundary", "near-miss", "selector", "spelling")
+CATEGORIES = ("documented", "boundary", "near-miss", "selector", "spelling", "immediate")
+# targets the wgmma near-misses, spellings and immediates run on (every other target rejects
+# every wgmma instruction: the documented category shows it on all of them)
+WGMMA_TARGETS = ("sm_90a",)
 
 
 @dataclass
@@ -69,16 +79,23 @@ class Case:
 # the catalog's side
 
 @lru_cache(maxsize=None)
-def _catalog(spelling: str, target: str, ptx: str, sel: int | None) -> tuple[bool, tuple[str, ...]]:
+def _catalog(spelling: str, target: str, ptx: str, sel: int | None, asource: str | None = None,
+             wg: tuple | None = None) -> tuple[bool, tuple[str, ...]]:
     try:
-        res = cat.legality(spelling, target, ptx, sel=sel)
+        form = cat.parse(spelling)
+        if asource and form.family == "wgmma":
+            form = form.with_asource(asource)      # the probe's operand list decides where A comes from
+        res = cat.legality(form, target, ptx, sel=sel, imm=dict(wg) if wg else None)
+        res.notes += cat.order_notes(spelling, form)
     except cat.MalformedOpcode as e:
         return False, (f"malformed: {e}",)
     return res.ok, tuple(r.message for r in res.reasons)
 
 
 def catalog_verdict(c: Case) -> tuple[bool, tuple[str, ...]]:
-    return _catalog(c.spelling, c.target, c.ptx, c.probe.sel if c.probe.form.is_sparse else None)
+    f = c.probe.form
+    return _catalog(c.spelling, c.target, c.ptx, c.probe.sel if f.is_sparse else None,
+                    f.asource if f.family == "wgmma" else None, c.probe.wg)
 
 
 # ----------------------------------------------------------------------------------
@@ -153,22 +170,47 @@ _MUT_AXES = {
     "wmma.store": ("layout", "shape", "space", "dtype", "sync", "aligned"),
     "wmma.mma": ("bitop", "popc", "alayout", "blayout", "shape", "rounding", "dtype", "atype", "btype",
                  "ctype", "satfinite", "sync", "aligned"),
+    # wgmma: layouts are mutated as the extra qualifiers they are (`layout`, below)
+    "wgmma": ("sparsity", "shape", "kind", "satfinite", "dtype", "atype", "btype", "bitop", "popc", "rounding",
+              "sync", "aligned", "layout"),
+    "wgmma.fence": ("sync", "aligned", "shape"),
+    "wgmma.commit_group": ("sync", "aligned", "shape"),
+    "wgmma.wait_group": ("sync", "aligned", "shape"),
 }
 _MUT_AXES["mma.sp"] = _MUT_AXES["mma"]
 _OPTIONAL = {"kind", "scale_vec", "rounding", "bitop", "space", "sparsity"}
 _TYPE_AXIS = {"a": "atype", "b": "btype", "c": "ctype", "d": "dtype"}
 
 
-def _vocab(axis: str) -> list[str]:
+@lru_cache(maxsize=None)
+def _wgmma_only(axis: str) -> frozenset:
+    """Vocabulary values only wgmma blocks use (kept out of the mma/wmma mutations, whose
+    near-miss set stays what it was before wgmma joined the catalog)."""
+    mine: set = set()
+    other: set = set()
+    for b in cat.spec().blocks:
+        for v in b.values.get(axis, ()):
+            (mine if b.family in cat.WGMMA_FAMILIES else other).add(v)
+    return frozenset(mine - other)
+
+
+def _vocab(axis: str, family: str | None = None) -> list[str]:
     v = cat.spec().vocab
     if axis == "type":
-        return sorted(set(v["atype"]) | set(v["btype"]) | set(v["ctype"]) | set(v["dtype"]))
-    return sorted(v[axis])
+        vals = set(v["atype"]) | set(v["btype"]) | set(v["ctype"]) | set(v["dtype"])
+        return sorted(vals if family in cat.WGMMA_FAMILIES else vals - _wgmma_only("atype") - _wgmma_only("dtype"))
+    if family in cat.WGMMA_FAMILIES:
+        return sorted(v[axis])
+    return sorted(set(v[axis]) - _wgmma_only(axis))
 
 
 def mutations(f: cat.Form) -> Iterable[tuple[cat.Form, tuple[str, str, str]]]:
     """Single-axis mutations of ``f`` (every other vocabulary value of one axis)."""
     for ax in _MUT_AXES[f.family]:
+        if ax == "layout" and f.family == "wgmma":    # BLAS layout qualifiers, which no wgmma syntax has
+            for lay in (("row",), ("col",), ("row", "col"), ("col", "row"), ("row", "row")):
+                yield replace(f, extra=lay), ("layout", "", ".".join(lay))
+            continue
         if ax in cat.BOOL_AXES:
             yield replace(f, **{ax: not getattr(f, ax)}), (ax, str(getattr(f, ax)), str(not getattr(f, ax)))
             continue
@@ -187,13 +229,15 @@ def mutations(f: cat.Form) -> Iterable[tuple[cat.Form, tuple[str, str, str]]]:
                     yield replace(f, **kw), ("matrix", f.matrix, m)
             continue
         cur = getattr(f, ax)
-        vals: list[str | None] = list(_vocab(ax))
+        vals: list[str | None] = list(_vocab(ax, f.family))
         if ax in _OPTIONAL:
             vals.append(None)
         for v in vals:
             if v == cur:
                 continue
-            if ax == "sparsity":
+            if ax == "sparsity" and f.family == "wgmma":
+                g = replace(f, sparsity=v)
+            elif ax == "sparsity":
                 g = replace(f, sparsity=v, family="mma.sp" if v else "mma")
             else:
                 g = replace(f, **{ax: v})
@@ -216,9 +260,10 @@ def _probe_for(g: cat.Form, parent: cat.Form) -> Probe:
 
 @lru_cache(maxsize=1)
 def near_miss_probes() -> tuple[tuple[Probe, tuple[str, str, str], str], ...]:
-    """Unique near-miss probes (probe, mutation, parent opcode), documented forms excluded."""
-    documented = {f.opcode for f in cat.documented_forms()}
-    seen: set[str] = set()
+    """Unique near-miss probes (probe, mutation, parent opcode), documented forms excluded.
+    A wgmma spelling is a near-miss once per A source (the operand list differs)."""
+    documented = {(f.opcode, f.asource) for f in cat.documented_forms()}
+    seen: set[tuple] = set()
     out = []
     for f in cat.documented_forms():
         for g, mut in mutations(f):
@@ -226,9 +271,10 @@ def near_miss_probes() -> tuple[tuple[Probe, tuple[str, str, str], str], ...]:
                 op = cat.format_form(g)
             except (ValueError, KeyError, TypeError):
                 continue
-            if op in documented or op in seen or op == f.opcode:
+            key = (op, g.asource)
+            if key in documented or key in seen or op == f.opcode:
                 continue
-            seen.add(op)
+            seen.add(key)
             out.append((_probe_for(g, f), mut, f.opcode))
     return tuple(out)
 
@@ -237,6 +283,8 @@ def near_miss_cases(targets: Iterable[str], ptx: str) -> list[Case]:
     out = []
     for t in targets:
         for p, mut, parent in near_miss_probes():
+            if p.form.is_wgmma and t not in WGMMA_TARGETS:
+                continue
             out.append(Case("near-miss", p, t, ptx, note=f"from {parent}", mutation=mut))
     return out
 
@@ -280,6 +328,39 @@ def _orders(f: cat.Form) -> list[str]:
     return []
 
 
+def _wgmma_orders(f: cat.Form) -> list[str]:
+    """Spellings of a wgmma form in other qualifier orders, without .aligned, with layouts."""
+    if f.family != "wgmma":
+        return [f.family + ".sync"]                     # fence / commit_group / wait_group without .aligned
+    sp = ["sp"] if f.sparsity else []
+    sat = ["satfinite"] if f.satfinite else []
+    types = [f.dtype, f.atype, f.btype]
+    op = [x for x in (f.bitop, "popc" if f.popc else None) if x]
+    head = ["wgmma", "mma_async"]
+    out = [head + ["sync", "aligned"] + sp + [f.shape] + sat + types + op,          # .sp after .sync.aligned
+           head + sp + ["sync", "aligned"] + types + [f.shape] + sat + op,          # shape after the types
+           head + sp + ["sync", f.shape] + sat + types + op,                        # no .aligned
+           head + sp + ["sync", "aligned", f.shape, "row", "col"] + sat + types + op]
+    if f.satfinite:
+        out.append(head + sp + ["sync", "aligned", f.shape] + types + op + ["satfinite"])
+    return [".".join(q) for q in out]
+
+
+def _wgmma_sample(per: int = 2) -> list[cat.Form]:
+    """``per`` N values (the smallest and the largest) of every other wgmma form, both A sources."""
+    groups: dict[tuple, list[cat.Form]] = defaultdict(list)
+    for f in cat.documented_forms():
+        if f.family == "wgmma":
+            groups[(f.sparsity, f.dtype, f.atype, f.btype, f.satfinite, f.asource, f.mnk[2])].append(f)
+        elif f.is_wgmma:
+            groups[(f.family,)].append(f)
+    out = []
+    for fs in groups.values():
+        fs = sorted(fs, key=lambda g: g.n if g.shape else 0)
+        out += [fs[0]] + ([fs[-1]] if per > 1 and len(fs) > 1 else [])
+    return out
+
+
 def spelling_cases(targets: Iterable[str], ptx: str) -> list[Case]:
     out = []
     for t in targets:
@@ -290,6 +371,32 @@ def spelling_cases(targets: Iterable[str], ptx: str) -> list[Case]:
                 if s == f.opcode:
                     continue
                 out.append(Case("spelling", Probe(f, spelling=s), t, ptx, note="qualifier order / .aligned"))
+        if t in WGMMA_TARGETS:
+            for f in _wgmma_sample():
+                for s in _wgmma_orders(f):
+                    if s != f.opcode:
+                        out.append(Case("spelling", Probe(f, sel=0 if f.is_sparse else None, spelling=s), t, ptx,
+                                        note="qualifier order / .aligned / layouts"))
+    return out
+
+
+# values tried for each wgmma immediate (legal ones and their neighbours)
+IMM_VALUES = {"scale_d": (-1, 0, 1, 2), "imm_scale_a": (-2, -1, 0, 1, 2), "imm_scale_b": (-1, 0, 1, 2),
+              "imm_trans_a": (-1, 0, 1, 2), "imm_trans_b": (-1, 0, 1, 2), "n": (-1, 0, 1, 7, 8, 1000)}
+
+
+def immediate_cases(targets: Iterable[str], ptx: str) -> list[Case]:
+    out = []
+    for t in targets:
+        if t not in WGMMA_TARGETS:
+            continue
+        for f in _wgmma_sample(per=1):
+            names = ["n"] if f.family == "wgmma.wait_group" else \
+                [cat.imm_key(r.data["name"]) for r in cat.immediates(f)] if f.family == "wgmma" else []
+            for k in names:
+                for v in IMM_VALUES[k]:
+                    out.append(Case("immediate", Probe(f, sel=0 if f.is_sparse else None, wg=((k, v),)), t, ptx,
+                                    note=f"{k}={v}"))
     return out
 
 
@@ -318,14 +425,21 @@ def errata() -> tuple[Erratum, ...]:
 
 
 def case_env(c: Case, catalog_ok: bool, accepted: bool) -> dict[str, Any]:
-    env = c.probe.form.env()
+    form = c.probe.form
+    if c.spelling != form.opcode:          # the axes as written (a spelling case: order, .aligned, layouts)
+        try:
+            g = cat.parse(c.spelling)
+            form = g.with_asource(form.asource) if g.family == "wgmma" else g
+        except cat.MalformedOpcode:
+            pass
+    env = form.env()
     t = cat.parse_target(c.target)
     a, b = _pv(c.ptx)
     axis, frm, to = c.mutation or ("", "", "")
     env.update(target=t.name, tnum=t.number, tsuffix=t.suffix, ptx=c.ptx, ptxv=a * 10 + b,
                sel=-1 if c.probe.sel is None else c.probe.sel, category=c.category, spelling=c.spelling,
                mut_axis=axis, mut_from=frm, mut_to=to, catalog=catalog_ok, ptxas=accepted,
-               documented=cat.is_documented(c.probe.form))
+               documented=cat.is_documented(form), extra=".".join(form.extra))
     return env
 
 
@@ -362,6 +476,8 @@ class Row:
     erratum: str | None = None
     note: str = ""
     mutation: tuple[str, str, str] | None = None
+    asource: str | None = None                 # wgmma: where A came from in the instruction line
+    wg: list | None = None                     # wgmma: immediates [[name, value], ...] the line used
 
     @property
     def agree(self) -> bool:
@@ -389,6 +505,8 @@ class SweepResult:
         for r in d["disagreements"]:
             r = dict(r)
             r["mutation"] = tuple(r["mutation"]) if r.get("mutation") else None
+            if r.get("wg"):
+                r["wg"] = [tuple(x) for x in r["wg"]]
             res.rows.append(Row(**r))
         return res
 
@@ -418,7 +536,8 @@ def reexplain(res: SweepResult) -> SweepResult:
         except cat.MalformedOpcode:
             r.erratum = None
             continue
-        probe = replace(probe, sel=r.sel)
+        probe = replace(probe, sel=r.sel, wg=tuple(r.wg) if getattr(r, "wg", None) else None,
+                        form=probe.form.with_asource(r.asource) if getattr(r, "asource", None) else probe.form)
         c = Case(r.category, probe, r.target, r.ptx, r.note, r.mutation)
         r.erratum = explain(c, r.catalog, r.accepted)
         if r.erratum:
@@ -460,13 +579,21 @@ def build_cases(targets: list[str], ptx: str, categories: Iterable[str], all_tar
         cases += selector_cases(targets, ptx)
     if "spelling" in cats:
         cases += spelling_cases(targets, ptx)
+    if "immediate" in cats:
+        cases += immediate_cases(targets, ptx)
     return cases
+
+
+FAMILY_GROUPS = {"wgmma": lambda f: f.is_wgmma, "warp": lambda f: not f.is_wgmma}
 
 
 def sweep(ptxases: list[Ptxas] | None = None, targets: Iterable[str] = SWEEP_TARGETS,
           ptx: str | None = None, categories: Iterable[str] = CATEGORIES, jobs: int | None = None,
-          progress=None) -> SweepResult:
-    """Run the sweep for every ptxas in ``ptxases`` (default: every installation found)."""
+          progress=None, family: str | None = None) -> SweepResult:
+    """Run the sweep for every ptxas in ``ptxases`` (default: every installation found).
+    ``family`` = "wgmma" (the warpgroup instructions) or "warp" (mma, mma.sp, wmma) keeps
+    only those cases (None: all)."""
+    keep = FAMILY_GROUPS[family] if family else (lambda f: True)
     t0 = time.time()
     pxs = ptxases if ptxases is not None else installations()
     if not pxs:
@@ -479,7 +606,7 @@ def sweep(ptxases: list[Ptxas] | None = None, targets: Iterable[str] = SWEEP_TAR
         p = cat.check_ptx(ptx) if ptx else catalog_ptx(px)
         if _pv(p) > _pv(px.max_ptx):
             continue
-        cases = build_cases(targets, p, categories, order)
+        cases = [c for c in build_cases(targets, p, categories, order) if keep(c.probe.form)]
         groups: dict[tuple[str, str], list[Case]] = defaultdict(list)
         for c in cases:
             groups[(c.target, c.ptx)].append(c)
@@ -506,7 +633,8 @@ def sweep(ptxases: list[Ptxas] | None = None, targets: Iterable[str] = SWEEP_TAR
                     cnt["explained"] += eid is not None
                     res.rows.append(Row(c.category, px.version, c.target, c.ptx, c.spelling,
                                         c.probe.sel if c.probe.form.is_sparse else None, ok, list(reasons),
-                                        v.accepted, v.messages, eid, c.note, c.mutation))
+                                        v.accepted, v.messages, eid, c.note, c.mutation,
+                                        c.probe.form.asource, [list(x) for x in c.probe.wg] if c.probe.wg else None))
                 if progress:
                     progress(f"ptxas {px.version} {key[0]} PTX {key[1]}: {len(cs)} cases")
     res.seconds = time.time() - t0

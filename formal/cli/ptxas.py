@@ -101,7 +101,7 @@ def cmd_sweep(args) -> int:
     if args.from_json:
         # re-attribute a recorded sweep with the current errata (no ptxas needed)
         unused = [o for o, v in (("--targets", args.targets), ("--ptx", args.ptx), ("--ptxas", args.ptxas),
-                                 ("--categories", args.categories)) if v is not None]
+                                 ("--categories", args.categories), ("--family", args.family)) if v is not None]
         if unused:
             raise cat.BadArgument(f"{', '.join(unused)}: not applicable with --from-json (it re-reads a recorded sweep)")
         doc = read_json(args.from_json, "--from-json")
@@ -131,7 +131,7 @@ def cmd_sweep(args) -> int:
     if not pxs:
         return _no_ptxas()
     progress = (lambda s: print(s, file=sys.stderr)) if args.verbose else None
-    res = sweep(pxs, targets, args.ptx, cats, progress=progress)
+    res = sweep(pxs, targets, args.ptx, cats, progress=progress, family=args.family)
     if args.write:
         md, js = write_report(res, args.write)
         print(f"wrote {md} and {js}", file=sys.stderr)
@@ -168,8 +168,11 @@ def register(sub) -> None:
     p.add_argument("--ptx", default=None, help="PTX ISA version (default: the highest each ptxas accepts)")
     p.add_argument("--ptxas", nargs="*", default=None, help="which ptxas (default: every installation found)")
     p.add_argument("--categories", nargs="*", default=None,
-                   help="documented boundary near-miss selector spelling (default: all)")
+                   help="documented boundary near-miss selector spelling immediate (default: all)")
     p.add_argument("--write", metavar="STEM", default=None, help="write STEM.md and STEM.json (e.g. proofs/ptxas-sweep)")
+    p.add_argument("--family", choices=["wgmma", "warp"], default=None,
+                   help="only the wgmma instructions (proofs/ptxas-sweep-wgmma) or only mma/mma.sp/wmma "
+                        "(proofs/ptxas-sweep); default both")
     p.add_argument("--json", action="store_true")
     p.add_argument("--from-json", metavar="JSON", default=None,
                    help="do not run ptxas: re-attribute a recorded sweep (e.g. proofs/ptxas-sweep.json) with the "

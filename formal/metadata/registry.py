@@ -98,7 +98,7 @@ def obligations_for(forms) -> list[P.Obligation]:
     """The metadata obligations covering the sparse forms among ``forms``."""
     classes: dict[tuple, list] = {}
     for f in forms:
-        if f.is_sparse:
+        if f.is_sparse and f.family == "mma.sp":     # wgmma's metadata map is a layout (specs/fragments_wgmma.toml)
             classes.setdefault(meta(f).key, []).append(f)
     out: list[P.Obligation] = []
     for key, members in classes.items():

@@ -170,6 +170,8 @@ def from_cute(tv: str, form_or_opcode, operand: str, *, thr_to_lane: str | None 
     op = ref.operand
     if op in ("scale_a", "scale_b"):
         return from_cute_scale(tv, form_or_opcode, op, name=name, **params)
+    if op == "e" and ref.warps > 1:
+        return from_cute_wgmma_metadata(tv, form_or_opcode, name=name, **params)
     if op not in ("a", "b", "c", "d"):
         raise LayoutError("CuTe audits cover the a, b, c, d, scale_a, scale_b operands (and metadata: audit_metadata)")
     ts, vs, td, vd, nthr, nval = _modes(tv)
@@ -245,7 +247,7 @@ def from_cute(tv: str, form_or_opcode, operand: str, *, thr_to_lane: str | None 
 
 def _is_sparse(ref) -> bool:
     e = ref.entry
-    return e is not None and e.file == "fragments_mma_sp"
+    return e is not None and (e.file == "fragments_mma_sp" or (e.file == "fragments_wgmma" and e.id.startswith("wgmma.sp.")))
 
 
 def _modes(tv: str):
@@ -257,10 +259,10 @@ def _modes(tv: str):
     return ts, vs, td, vd, size(ts), size(vs)
 
 
-def _tv(tv: str):
+def _tv(tv: str, threads: int = 32):
     ts, vs, td, vd, nthr, nval = _modes(tv)
-    if nthr != 32:
-        raise LayoutError(f"CuTe TV layout has {nthr} threads; these atoms have 32")
+    if nthr != threads:
+        raise LayoutError(f"CuTe TV layout has {nthr} threads; these atoms have {threads}")
     t = np.repeat(np.arange(nthr), nval)
     v = np.tile(np.arange(nval), nthr)
     return t, v, evaluate(ts, td, t) + evaluate(vs, vd, v), nval
@@ -271,7 +273,7 @@ def from_cute_sparse_a(tv: str, form_or_opcode, *, name: str = "cute") -> Layout
     ref = fragment(form_or_opcode, "a")
     if not _is_sparse(ref):
         raise LayoutError(f"{ref.name} is not a sparse A operand")
-    t, v, idx, nval = _tv(tv)
+    t, v, idx, nval = _tv(tv, ref.lanes)
     M = ref.rows
     if nval != 2 * ref.elements:
         raise LayoutError(f"CuTe sparse ALayout has {nval} logical values per thread; {ref.name} stores "
@@ -287,6 +289,37 @@ def from_cute_sparse_a(tv: str, form_or_opcode, *, name: str = "cute") -> Layout
                               f"name different compressed cells {recs[key]} and {cell}")
         recs[key] = cell
     rows = [(ln, *divmod(i, ref.epr), r, c) for (ln, i), (r, c) in recs.items()]
+    return Layout.from_table(rows, like=ref, name=name, params=dict(ref.params))
+
+
+def from_cute_wgmma_metadata(tv: str, form_or_opcode, *, name: str = "cute", **params: int) -> Layout:
+    """CuTe's GMMA ELayout (mma_traits_sm90_gmma_sparse.hpp: (T128, V) -> logical (m, k) of the
+    M x K tile) as the spec's wgmma metadata layout (nibble n of a thread -> (row, chunk)).
+
+    The 32-bit register holds 8 nibbles, each for V / 8 consecutive values, i.e. one chunk; the
+    chunk of a value is k // width (width = K / chunks per row).  Only the threads the spec reads
+    for the selector are compared: CuTe's stride-0 mode gives the other thread pair the same
+    metadata, which the hardware does not read."""
+    ref = fragment(form_or_opcode, "e", **params)
+    t, v, idx, nval = _tv(tv, ref.lanes)
+    if nval % 8:
+        raise LayoutError(f"CuTe ELayout has {nval} values per thread; the 32-bit metadata register holds 8 nibbles")
+    M = ref.rows
+    per = nval // 8
+    from .. import catalog as cat
+    form = form_or_opcode if isinstance(form_or_opcode, cat.Form) else cat.parse(form_or_opcode)
+    width = form.k // ref.cols
+    m, k = idx % M, idx // M
+    held = ref._full["held"].reshape(ref.lanes, ref.nregs, ref.epr)
+    cells: dict[tuple[int, int], tuple[int, int]] = {}
+    for th, vv, mm, kk in zip(t.tolist(), v.tolist(), m.tolist(), k.tolist()):
+        n = vv // per
+        if not held[th, 0, n]:
+            continue
+        cell = (mm, kk // width)
+        if cells.setdefault((th, n), cell) != cell:
+            raise LayoutError(f"CuTe ELayout: thread {th} nibble {n} covers two chunks {cells[(th, n)]} and {cell}")
+    rows = [(th, 0, n, r, c) for (th, n), (r, c) in cells.items()]
     return Layout.from_table(rows, like=ref, name=name, params=dict(ref.params))
 
 

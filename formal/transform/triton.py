@@ -93,6 +93,12 @@ def format_attribute(bases: Mapping[str, list]) -> str:
 # CTA (dot operands broadcast along K); registers repeat the CTA tile over the tensor (inner dim
 # first), and bases that fall outside the tensor become 0 (broadcast).  Tests compare this with
 # Triton's own conversion (the installed triton wheel) on 270 configurations.
+#
+# mma v3 (wgmma, versionMajor = 3, instrShape = [16, N, K]): each warp's tile is [16, N] built as
+# v2's accumulator tile, and the warps tile dim0 first (warps 0-3 of a warpgroup stack 16-row
+# slices: the 64 rows of one wgmma), then dim1; a v3 dot operand (opIdx = 0 only: A in registers,
+# B always comes from shared memory) is v2's A tile with the warps in that order (broadcast
+# along K).  Checked against the installed Triton too (tests/test_layout_wgmma.py).
 
 from dataclasses import dataclass, field
 
@@ -285,13 +291,13 @@ def _parse_whole(t: str, ref: str, aliases: dict, tshape, tdtype) -> "WholeLayou
         if op not in (0, 1):
             raise TritonError(f"dot_op opIdx must be 0 or 1, got {op!r}")
         if not (isinstance(parent, tuple) and parent[0] == "nvidia_mma"):
-            raise TritonError("dot_op: only an #ttg.nvidia_mma parent (mma v2) is supported")
+            raise TritonError("dot_op: only an #ttg.nvidia_mma parent (mma v2 or v3) is supported")
         kw = f.get("kWidth")
         if not isinstance(kw, int) or kw < 1 or kw & (kw - 1):
             raise TritonError(f"dot_op kWidth must be a power of two, got {kw!r}")
         return WholeLayout(dot_bases(op, kw, parent[1], tshape), tshape, tdtype, "dot", op, kw, text=t,
                            info=dict(f, parent=parent[1]))
-    raise TritonError(f"#ttg.{kind}: supported encodings are #ttg.linear, #ttg.nvidia_mma (v2) and #ttg.dot_op")
+    raise TritonError(f"#ttg.{kind}: supported encodings are #ttg.linear, #ttg.nvidia_mma (v2, v3) and #ttg.dot_op")
 
 
 def _log2(n: int, what: str) -> int:
@@ -340,15 +346,22 @@ def _finish(b: dict, size: list[int], shape: Sequence[int], order: Sequence[int]
 
 
 def _mma_params(f: dict) -> tuple[list[int], list[int]]:
-    if f.get("versionMajor") != 2:
-        raise TritonError(f"nvidia_mma versionMajor = {f.get('versionMajor')}: only mma v2 (warp-level mma.sync) "
-                          "is supported (v3 is wgmma)")
+    v = f.get("versionMajor")
+    if v not in (2, 3):
+        raise TritonError(f"nvidia_mma versionMajor = {v!r}: mma v2 (warp-level mma.sync) and v3 (wgmma) are "
+                          "supported")
     warps = f.get("warpsPerCTA")
-    instr = f.get("instrShape", [16, 8])
+    instr = f.get("instrShape", [16, 8] if v == 2 else None)
     if not (isinstance(warps, list) and len(warps) == 2):
         raise TritonError(f"nvidia_mma warpsPerCTA must be [w0, w1], got {warps!r}")
-    if list(instr) != [16, 8]:
+    if v == 2 and list(instr) != [16, 8]:
         raise TritonError(f"nvidia_mma v2 instrShape {instr}: expected [16, 8]")
+    if v == 3:
+        if not (isinstance(instr, list) and len(instr) == 3 and instr[0] == 16 and isinstance(instr[1], int)
+                and instr[1] % 8 == 0 and 8 <= instr[1] <= 256):
+            raise TritonError(f"nvidia_mma v3 instrShape {instr!r}: expected [16, N, K], N a multiple of 8 up to 256")
+        if not (isinstance(warps[0], int) and warps[0] >= 4 and warps[0] % 4 == 0):
+            raise TritonError(f"nvidia_mma v3 warpsPerCTA {warps}: a warpgroup needs at least 4 warps along dim0")
     for w in warps:
         _log2(w, "warpsPerCTA entries")
     if f.get("CTAsPerCGA", [1, 1]) != [1, 1] or f.get("CTASplitNum", [1, 1]) != [1, 1]:
@@ -357,12 +370,14 @@ def _mma_params(f: dict) -> tuple[list[int], list[int]]:
 
 
 def mma_bases(f: dict, shape: Sequence[int]) -> dict:
-    """Bases of ``#ttg.nvidia_mma<{versionMajor = 2, warpsPerCTA = [..], instrShape = [16, 8]}>``."""
+    """Bases of ``#ttg.nvidia_mma<{versionMajor = 2, warpsPerCTA = [..], instrShape = [16, 8]}>``
+    (or versionMajor = 3, instrShape = [16, N, K]: wgmma's accumulator)."""
     warps, instr = _mma_params(f)
     order = [1, 0]
-    b, size = _mma_tile(instr, 2, order)          # the accumulator tile always has kWidth 2
+    v3 = f.get("versionMajor") == 3
+    b, size = _mma_tile(instr[:2], 2, order)      # the accumulator tile always has kWidth 2
     b["warp"] = []
-    for d in order:                                # warps: dim1 first (the warp order of mma v2)
+    for d in (0, 1) if v3 else order:            # warps: dim1 first for mma v2, dim0 first for v3
         for _ in range(_log2(warps[d], "warpsPerCTA")):
             b["warp"].append(_unit(d, size[d]))
             size[d] *= 2
@@ -372,6 +387,10 @@ def mma_bases(f: dict, shape: Sequence[int]) -> dict:
 def dot_bases(op_idx: int, kwidth: int, mma: dict, shape: Sequence[int]) -> dict:
     """Bases of ``#ttg.dot_op<{opIdx, parent = #mma (v2), kWidth}>``: A is M x K, B is K x N."""
     warps, _ = _mma_params(mma)
+    v3 = mma.get("versionMajor") == 3
+    if v3 and op_idx != 0:
+        raise TritonError("dot_op opIdx = 1 with an mma v3 parent: wgmma's B always comes from shared memory "
+                          "(#ttg.nvmma_shared), it has no register layout")
     if op_idx == 0:
         tile, order = [16, kwidth * 8], [1, 0]
     else:
@@ -379,7 +398,7 @@ def dot_bases(op_idx: int, kwidth: int, mma: dict, shape: Sequence[int]) -> dict
     b, size = _mma_tile(tile, kwidth, order)
     kdim = 1 if op_idx == 0 else 0
     b["warp"] = []
-    for d in (1, 0):                               # the mma's warp order; broadcast along K
+    for d in (0, 1) if v3 else (1, 0):            # the mma's warp order; broadcast along K
         for _ in range(_log2(warps[d], "warpsPerCTA")):
             if d == kdim:
                 b["warp"].append([0, 0])
@@ -402,11 +421,39 @@ _IMPLIED_FORMS = {   # element type of a dot operand -> the mma v2 form Triton e
 }
 
 
+_IMPLIED_WGMMA = {   # element type of an mma v3 dot operand -> the wgmma form (N from instrShape)
+    "f16": ("k16", "f32.f16.f16"), "bf16": ("k16", "f32.bf16.bf16"), "f32": ("k8", "f32.tf32.tf32"),
+    "tf32": ("k8", "f32.tf32.tf32"), "i8": ("k32", "s32.s8.s8"), "f8E4M3FN": ("k32", "f32.e4m3.e4m3"),
+    "f8E5M2": ("k32", "f32.e5m2.e5m2"),
+}
+
+
+def _v3_n(wl: WholeLayout) -> int | None:
+    info = wl.info.get("parent", wl.info) if wl.kind == "dot" else wl.info
+    if info.get("versionMajor") != 3:
+        return None
+    return int(info["instrShape"][1])
+
+
 def implied_form(wl: WholeLayout) -> str:
-    """The mma form a dot-operand (or accumulator) encoding implies, from its element type."""
+    """The mma form a dot-operand (or accumulator) encoding implies, from its element type; for
+    mma v3 the wgmma form (A in registers) with the N of its instrShape."""
     if wl.kind not in ("dot", "mma"):
         raise TritonError("a #ttg.linear layout implies no instruction: name the opcode")
     dt = (wl.dtype or "").strip()
+    n = _v3_n(wl)
+    if n is not None:
+        if wl.kind == "mma":
+            k, types = {"f32": ("k16", "f32.f16.f16"), "": ("k16", "f32.f16.f16"), "f16": ("k16", "f16.f16.f16"),
+                        "i32": ("k32", "s32.s8.s8")}.get(dt, (None, None))
+            if k is None:
+                raise TritonError(f"accumulator element type {dt!r}: name the opcode")
+        else:
+            if dt not in _IMPLIED_WGMMA:
+                raise TritonError(f"dot operand element type {dt or '(none)'}: give the tensor<..xT, ..> type or --dtype "
+                                  f"({', '.join(_IMPLIED_WGMMA)}), or name the opcode")
+            k, types = _IMPLIED_WGMMA[dt]
+        return f"wgmma.mma_async.sync.aligned.m64n{n}{k}.{types}"
     if wl.kind == "mma":
         if dt in ("f32", ""):
             return _IMPLIED_FORMS["f16"]
@@ -476,7 +523,8 @@ def tile_bits(wl: WholeLayout, ref, bits: int | None = None) -> tuple[list[int],
                                 f"than the kWidth tile: register bits {picked} form one instruction's elements")
             return picked, (f"Triton mma v2 lowering, kWidth {kwidth} > {v} values per register: "
                             f"register bits {picked} form one instruction's elements")
-        return list(range(e)), f"Triton mma v2 lowering: the first {n} values of a thread form one instruction"
+        return list(range(e)), (f"Triton mma {'v3 (wgmma)' if ref.warps > 1 else 'v2'} lowering: the first {n} values "
+                                f"of a thread form one instruction")
     picked = _spec_match(reg, ref)
     if picked is not None:
         return picked, f"register bits {picked} carry the spec's element bases"
@@ -594,18 +642,29 @@ def tiles(wl: WholeLayout, form_or_opcode, operand: str, **params):
     ref = fragment(form_or_opcode, operand, **params)
     if ref.products > 1:
         raise TritonError(f"{ref.name}: forms with several products per warp have no Triton mma v2 layout")
+    if ref.warps > 1 and form_or_opcode is not None:
+        from .. import catalog as cat
+        f = form_or_opcode if isinstance(form_or_opcode, cat.Form) else cat.parse(form_or_opcode)
+        if f.family == "wgmma" and operand == "a":
+            form_or_opcode = f.with_asource("reg")
     lane = wl.bases.get("lane", [])
     if len(lane) != 5:
         raise TritonError(f"the layout has {1 << len(lane)} lanes (5 lane bases); a warp has 32")
+    # a warpgroup instruction (wgmma) spans the first log2(warps) warp bits: 4 consecutive warps
+    wbits = (ref.warps - 1).bit_length()
+    warp = wl.bases.get("warp", [])
+    if len(warp) < wbits:
+        raise TritonError(f"{ref.name} is a warpgroup fragment ({ref.warps} warps); the layout has {1 << len(warp)}")
     bits, how = tile_bits(wl, ref)
     reg = wl.bases["register"]
     rest = [("register", k) for k in range(len(reg)) if k not in bits]
-    rest += [("warp", k) for k in range(len(wl.bases.get("warp", [])))]
+    rest += [("warp", k) for k in range(wbits, len(warp))]
     rest += [("block", k) for k in range(len(wl.bases.get("block", [])))]
     e = len(bits)
-    L = np.repeat(np.arange(32), 1 << e)
-    I = np.tile(np.arange(1 << e), 32)
-    lr, lc = _xor(lane, L, 5)
+    nthr = 32 << wbits
+    L = np.repeat(np.arange(nthr), 1 << e)
+    I = np.tile(np.arange(1 << e), nthr)
+    lr, lc = _xor(lane + warp[:wbits], L, 5 + wbits)
     ir, ic = _xor([reg[b] for b in bits], I, e)
     loc_r, loc_c = lr ^ ir, lc ^ ic
     R, C = ref.rows, ref.cols
@@ -639,12 +698,22 @@ def audit_whole(wl: WholeLayout, form_or_opcode=None, operand: str | None = None
 
     form = cat.parse(form_or_opcode or implied_form(wl)) if not isinstance(form_or_opcode, cat.Form) else form_or_opcode
     op = normalize_operand(operand) if operand else wl.operand
+    if form.family == "wgmma":
+        if op == "c":
+            op = "d"                                   # wgmma's accumulator is d
+        if op == "a":
+            form = form.with_asource("reg")            # a Triton dot operand is A in registers
     if op is None:
         raise TritonError("a #ttg.linear layout: name the operand (--operand a|b|c|d)")
     if wl.kind == "dot" and op not in ("ab"[wl.op_idx],):
         raise TritonError(f"the encoding is a dot operand opIdx = {wl.op_idx} (operand {'ab'[wl.op_idx]}), "
                           f"not operand {op}")
     if wl.kind == "mma" and op not in ("c", "d"):
+        raise TritonError(f"an #ttg.nvidia_mma encoding is the accumulator (operand c or d), not operand {op}")
+    if wl.kind in ("mma", "dot") and (form.family == "wgmma") != (_v3_n(wl) is not None):
+        raise TritonError(f"an mma v{3 if _v3_n(wl) is not None else 2} encoding is not {form.opcode}'s layout "
+                          f"(v2 is warp-level mma.sync, v3 is wgmma)")
+    if False:
         raise TritonError(f"an #ttg.nvidia_mma encoding is the accumulator (operand c or d), not operand {op}")
     found, bits, how, ref = tiles(wl, form, op, **params)
     reports, seen = [], {}
