@@ -237,7 +237,7 @@ def test_random_qualifier_orders_agree_with_ptxas():
     rng = random.Random(11)
     forms = list(cat.documented_forms())
     rng.shuffle(forms)
-    targets = ("sm_80", "sm_90", "sm_120a")
+    targets = ("sm_80", "sm_90", "sm_120a", "sm_90a")
     by_target: dict[str, list[tuple[str, str]]] = {t: [] for t in targets}
     for f in forms[:160]:
         t = next((t for t in targets if cat.legality(f, t, "9.0").ok), None)

@@ -147,7 +147,7 @@ def test_arch_for_old_targets():
 # ---- the sweep's case generators (no ptxas) -------------------------------------------------------
 
 def test_near_misses_are_single_axis_mutations():
-    nm = S.near_miss_probes()
+    nm = S.near_miss_probes("warp")            # wgmma's: tests/test_wgmma_catalog.py
     assert len(nm) > 10000
     documented = {f.opcode for f in cat.documented_forms()}
     for probe, (axis, frm, to), parent in nm[::97]:
@@ -267,7 +267,7 @@ def _sample_cases(target: str, ptx: str) -> list[S.Case]:
             probe = P.as_probe(op)
             cases.append(S.Case("near-miss", P.Probe(probe.form, sel=sel if probe.form.is_sparse else None), target, ptx))
     # a slice of the generated near misses
-    cases += [S.Case("near-miss", p, target, ptx, mutation=m) for p, m, _ in S.near_miss_probes()[::40]]
+    cases += [S.Case("near-miss", p, target, ptx, mutation=m) for p, m, _ in S.near_miss_probes("warp")[::40]]
     return cases
 
 
@@ -381,6 +381,9 @@ def test_full_sweep_has_no_unexplained_disagreement():
 REPORT = os.path.join(os.path.dirname(__file__), "..", "proofs", "ptxas-sweep.json")
 
 
+REPORT_WGMMA = REPORT[:-5] + "-wgmma.json"     # `ptxas-sweep --family wgmma` (the warpgroup instructions)
+
+
 @pytest.mark.skipif(not os.path.exists(REPORT), reason="proofs/ptxas-sweep.json not generated yet")
 def test_recorded_sweep_is_explained_by_the_current_errata():
     res = S.reexplain(S.load_report(REPORT))
@@ -392,15 +395,19 @@ def test_recorded_sweep_is_explained_by_the_current_errata():
     for t in S.SWEEP_TARGETS:
         for c in ("documented", "near-miss", "spelling"):
             assert (t, c) in seen, (t, c)
-    assert {k[3] for k in res.counts} == set(S.CATEGORIES)
+    wg = S.reexplain(S.load_report(REPORT_WGMMA))
+    assert not wg.unexplained
+    # the immediate category is wgmma's alone
+    assert {k[3] for k in res.counts} | {k[3] for k in wg.counts} == set(S.CATEGORIES)
     # every ptxas-* erratum explains at least one recorded disagreement (none is stale)
-    used = {r.erratum for r in res.rows}
+    used = {r.erratum for r in res.rows} | {r.erratum for r in wg.rows}
     for e in S.errata():
         if e.kind != "text":
-            assert e.id in used, f"{e.id} explains nothing in the recorded sweep"
-    # the report's markdown is the rendering of this JSON
-    md = S.report_markdown(res)
-    with open(REPORT[:-5] + ".md") as f:
-        recorded = f.read()
-    strip = lambda s: re.sub(r"Wall time \d+ s", "", s)
-    assert strip(md) == strip(recorded)
+            assert e.id in used, f"{e.id} explains nothing in the recorded sweeps"
+    # each report's markdown is the rendering of its JSON
+    for r, path in ((res, REPORT), (wg, REPORT_WGMMA)):
+        md = S.report_markdown(r)
+        with open(path[:-5] + ".md") as f:
+            recorded = f.read()
+        strip = lambda s: re.sub(r"Wall time \d+ s", "", s)
+        assert strip(md) == strip(recorded), path

@@ -59,6 +59,8 @@ CATEGORIES = ("documented", "boundary", "near-miss", "selector", "spelling", "im
 # targets the wgmma near-misses, spellings and immediates run on (every other target rejects
 # every wgmma instruction: the documented category shows it on all of them)
 WGMMA_TARGETS = ("sm_90a",)
+# the two halves of the instruction space (`ptxas-sweep --family`): mma/mma.sp/wmma, and wgmma
+FAMILY_GROUPS = {"wgmma": lambda f: f.is_wgmma, "warp": lambda f: not f.is_wgmma}
 
 
 @dataclass
@@ -258,14 +260,24 @@ def _probe_for(g: cat.Form, parent: cat.Form) -> Probe:
     return Probe(g, sel=0 if g.is_sparse else None, operands=ops)
 
 
-@lru_cache(maxsize=1)
-def near_miss_probes() -> tuple[tuple[Probe, tuple[str, str, str], str], ...]:
+def near_miss_probes(group: str | None = None) -> tuple[tuple[Probe, tuple[str, str, str], str], ...]:
     """Unique near-miss probes (probe, mutation, parent opcode), documented forms excluded.
-    A wgmma spelling is a near-miss once per A source (the operand list differs)."""
+    A wgmma spelling is a near-miss once per A source (the operand list differs).  ``group``:
+    "warp" (mutations of mma / mma.sp / wmma forms), "wgmma", or None (both)."""
+    if group is None:
+        return _near_miss_probes("warp") + _near_miss_probes("wgmma")
+    return _near_miss_probes(group)
+
+
+@lru_cache(maxsize=None)
+def _near_miss_probes(group: str) -> tuple[tuple[Probe, tuple[str, str, str], str], ...]:
+    keep = FAMILY_GROUPS[group]
     documented = {(f.opcode, f.asource) for f in cat.documented_forms()}
     seen: set[tuple] = set()
     out = []
     for f in cat.documented_forms():
+        if not keep(f):
+            continue
         for g, mut in mutations(f):
             try:
                 op = cat.format_form(g)
@@ -518,9 +530,18 @@ class SweepResult:
             "counts": [{"ptxas": k[0], "target": k[1], "ptx": k[2], "category": k[3], **v}
                        for k, v in sorted(self.counts.items())],
             # the first catalog reason is enough to read a row (the report JSON stays small)
-            "disagreements": [dict(r.__dict__, reasons=r.reasons[:1]) for r in self.rows if not r.agree],
+            "disagreements": [_row_dict(r) for r in self.rows if not r.agree],
             "unexplained": len(self.unexplained),
         }
+
+
+def _row_dict(r: Row) -> dict:
+    # the first catalog reason is enough to read a row; wgmma's A source / immediates only where set
+    d = dict(r.__dict__, reasons=r.reasons[:1])
+    for k in ("asource", "wg"):
+        if d.get(k) is None:
+            d.pop(k)
+    return d
 
 
 def reexplain(res: SweepResult) -> SweepResult:
@@ -582,9 +603,6 @@ def build_cases(targets: list[str], ptx: str, categories: Iterable[str], all_tar
     if "immediate" in cats:
         cases += immediate_cases(targets, ptx)
     return cases
-
-
-FAMILY_GROUPS = {"wgmma": lambda f: f.is_wgmma, "warp": lambda f: not f.is_wgmma}
 
 
 def sweep(ptxases: list[Ptxas] | None = None, targets: Iterable[str] = SWEEP_TARGETS,
