@@ -744,6 +744,9 @@ def report_markdown(res: SweepResult) -> str:
                          + f"; ptxas {'accepts' if r.accepted else 'rejects'}"
                          + (f": {'; '.join(r.messages)}" if r.messages else ""))
         for x in e.data.get("evidence", []):
+            if isinstance(x, str):          # a text erratum's evidence that is not a ptxas line (a proof, a probe)
+                L.append(f"- evidence: {x}")
+                continue
             L.append(f"- evidence: ptxas {x['ptxas']}, {x['target']}, PTX {x['ptx']}: `{x['instruction']}` — "
                      + ("accepted" if x["accepted"] else "rejected") + (f": {x['message']}" if x["message"] else ""))
         L.append("")
