@@ -118,7 +118,8 @@ def _same_batch(form: Form, arrays: dict[str, np.ndarray]) -> int:
 
 def _regs(form: Form, name: str, x: Any) -> np.ndarray:
     op = form.operands[name]
-    arr = _batched(name, x, (32, op.count), f"{op.count} registers per lane of {form.opcode}")
+    threads = 128 if form.family == "wgmma" else 32           # a warpgroup: thread = 32 * warp + lane
+    arr = _batched(name, x, (threads, op.count), f"{op.count} registers per thread of {form.opcode}")
     want = np.uint64 if op.reg_bits == 64 else np.uint32
     return as_codes(arr, op.reg_bits, f"operand {name} ({op.reg_bits}-bit registers)", EvalError).astype(want, copy=False)
 
@@ -149,14 +150,21 @@ def _no_scales(form: Form, scale_a: Any, scale_b: Any) -> None:
 
 def evaluate(opcode: str | Form, a, b, c, e=None, sel: int | None = None, arch: str = "sm_90",
              scale_a=None, scale_b=None, scale_sel_a: tuple[int, int] = (0, 0),
-             scale_sel_b: tuple[int, int] = (0, 0), device: str | None = None) -> np.ndarray:
+             scale_sel_b: tuple[int, int] = (0, 0), device: str | None = None, **wgmma) -> np.ndarray:
     """Register-level evaluation: returns d as ``[T, 32, nregs]`` (see module docstring).
+
+    wgmma forms: see :func:`evaluate_wgmma` (``c`` is the accumulator, ``a`` A's registers or
+    descriptor, ``b`` B's descriptor; ``smem=``, ``scale_d=``, ``imm_scale_a=`` ... as keywords).
 
     ``device="cuda"``: the arithmetic runs on CuPy (same code, bit-identical); registers are
     (un)packed on the host.  Without CuPy/GPU: ``formal.numerics.DeviceUnavailable``."""
     from . import layout, numerics
 
     form = _form(opcode)
+    if form.family == "wgmma":
+        return evaluate_wgmma(form, c, a, b, e=e, sel=sel, arch=arch, device=device, **(wgmma or {}))
+    if wgmma:
+        raise EvalError(f"{', '.join(wgmma)} belong to wgmma forms, not {form.opcode}")
     if form.family not in ("mma", "mma.sp"):
         raise EvalError(f"{form.family} fragments are unspecified by PTX; use evaluate_matrices for wmma.mma")
     check_available(form, arch)
@@ -200,6 +208,8 @@ def evaluate_matrices(opcode: str | Form, A, B, C, arch: str = "sm_90", scale_a=
     from . import numerics
 
     form = _form(opcode)
+    if form.family == "wgmma":
+        return wgmma_matrices(form, A, B, C, arch=arch, device=device)
     if form.family not in ("mma", "mma.sp", "wmma.mma"):
         raise EvalError(f"{form.opcode} is not an mma instruction")
     check_available(form, arch)
@@ -250,6 +260,179 @@ def evaluate_gemm(A, B, C, opcode: str | Form, arch: str = "sm_90", device: str 
         return gemm(A, B, C, **_numerics_kw(form, arch), device=device)
     except ValueError as e:
         raise EvalError(str(e)) from None
+
+
+# ----------------------------------------------------------------------------------
+# wgmma.mma_async (PTX ISA 9.1 §9.7.15): a warpgroup of 128 threads, the accumulator in
+# registers, B (and A, unless it comes from registers) read from shared memory through a
+# matrix descriptor (formal.smem).  The numerics are the sm_90 model at M = 64 (silicon:
+# docs/wgmma.md); imm-scale -1 flips the sign bit of every A (B) element, scale-d = 0 reads
+# the accumulator as +0.  A sparse form's warp w reads rows 16w..16w+15 as the mma.sp form of
+# the same types reads its 16 rows (silicon, 690,176 outputs; tests/test_wgmma_eval.py checks
+# the spec's wgmma fragments against those of that form).
+
+_SIGN = {"f16": 0x8000, "bf16": 0x8000, "tf32": 0x80000000, "e4m3": 0x80, "e5m2": 0x80}
+
+
+def _wgmma_kw(form: Form, arch) -> dict[str, Any]:
+    return dict(atype=form.atype, btype=form.btype, ctype=form.dtype, dtype=form.dtype, arch=arch,
+                satfinite=form.satfinite, bitop=form.bitop, shape=form.mnk, sparse=form.is_sparse)
+
+
+def _sp_twin(form: Form) -> Form:
+    """The mma.sp form whose 16 rows one warp of a sparse wgmma reads like."""
+    M, N, K = form.mnk
+    return parse(f"mma.sp.sync.aligned.m16n8k{K}.row.col.{form.dtype}.{form.atype}.{form.btype}.{form.dtype}")
+
+
+def _negate(codes: np.ndarray, t: str, scale: int, what: str) -> np.ndarray:
+    if scale not in (1, -1):
+        raise EvalError(f"imm-scale-{what} must be 1 or -1, got {scale}")
+    if scale == 1:
+        return codes
+    if t not in _SIGN:
+        raise EvalError(f"imm-scale-{what} = -1 needs a floating-point .{what}type, not .{t}")
+    return codes ^ codes.dtype.type(_SIGN[t])
+
+
+def _smem_operand(form: Form, which: str, desc, smem, trans: int) -> np.ndarray:
+    """A [T, 64, K] (K/2 stored columns for a sparse A) or B [T, K, N] through the descriptor."""
+    from . import smem as S
+
+    if smem is None:
+        raise EvalError(f"operand {which} comes from shared memory: give smem= (the image, [T, bytes] uint8)")
+    img = np.asarray(smem)
+    if img.dtype != np.uint8:
+        raise EvalError(f"smem must be a uint8 byte image, not {img.dtype}")
+    d = np.asarray(desc, dtype=np.uint64).reshape(-1)
+    if d.shape[0] == 1 and img.ndim == 2:       # one descriptor for every image
+        d = np.repeat(d, img.shape[0])
+    T = d.shape[0]
+    img = np.broadcast_to(img, (T, img.shape[-1])) if img.ndim == 1 else img
+    if img.shape[0] != T:
+        raise EvalError(f"smem has {img.shape[0]} images for {T} descriptors of operand {which}")
+    name = which + (".sp" if form.is_sparse else "")
+    t = form.atype if which == "a" else form.btype
+    major = "MN" if trans else "K"
+    out = None
+    try:
+        for v in np.unique(d):
+            sel = d == v
+            got = S.read_operand(img[sel], int(v), name, t, n=form.mnk[1], major=major)
+            if out is None:
+                out = np.zeros((T,) + got.shape[1:], got.dtype)
+            out[sel] = got
+    except (S.SmemError, S.DescriptorError) as e:
+        raise EvalError(f"operand {which}: {e}") from None
+    return out
+
+
+def evaluate_wgmma(opcode: str | Form, d, a, b, *, smem=None, e=None, sel: int | None = None,
+                   scale_d: Any = True, imm_scale_a: int = 1, imm_scale_b: int = 1, imm_trans_a: int = 0,
+                   imm_trans_b: int = 0, arch: str = "sm_90", device: str | None = None) -> np.ndarray:
+    """One ``wgmma.mma_async`` at register level: returns the accumulator registers [T, 128, nregs].
+
+    d     the accumulator registers before the instruction, [T, 128, nregs] (thread = 32*warp + lane)
+    a     A's registers [T, 128, 4] (A from registers), or A's matrix descriptor ([T] / scalar uint64)
+    b     B's matrix descriptor ([T] / scalar uint64)
+    smem  the shared-memory image the descriptors address from byte 0 ([T, bytes] or [bytes] uint8)
+    e, sel  sparse forms: the metadata registers [T, 128] and the sparsity selector
+    scale_d  the scale-d predicate (bool, or [T] bools): False reads the accumulator as +0
+    imm_scale_a/b, imm_trans_a/b: the immediates (imm-trans: the operand is MN-major in shared memory)
+    """
+    import dataclasses
+
+    from . import layout, numerics
+
+    form = _form(opcode)
+    if form.family != "wgmma" or form.mnk[0] != 64:
+        raise EvalError(f"{form.opcode} is not a wgmma.mma_async form")
+    check_available(form, arch)
+    M, N, K = form.mnk
+    areg = np.asarray(a)
+    a_from_regs = areg.ndim >= 2
+    src = form.asource or ("reg" if a_from_regs else "desc")
+    if (src == "reg") != a_from_regs:
+        raise EvalError(f"{form.opcode} takes A from {'registers [T, 128, 4]' if src == 'reg' else 'a descriptor'}")
+    form = dataclasses.replace(form, asource=src)
+    dd = _regs(form, "d", d)
+    T = dd.shape[0]
+    C = layout.unpack(form, "d", dd)
+    if imm_trans_a and src == "reg":
+        raise EvalError("imm-trans-a applies to A from a descriptor only")
+    kc = K // 2 if form.is_sparse else K
+    if src == "reg":
+        A = layout.unpack(form, "a", _regs(form, "a", areg))
+    else:
+        A = _smem_operand(form, "a", areg, smem, imm_trans_a)
+    B = _smem_operand(form, "b", b, smem, imm_trans_b)
+    if A.shape[0] != T or B.shape[0] != T:
+        raise EvalError(f"batch sizes differ: d {T}, A {A.shape[0]}, B {B.shape[0]}")
+    A = _negate(A, form.atype, imm_scale_a, "a")
+    B = _negate(B, form.btype, imm_scale_b, "b")
+    sd = np.broadcast_to(np.asarray(scale_d, dtype=bool), (T,))
+    C = np.where(sd[:, None, None], C, np.zeros((), C.dtype))
+    kw = dict(_wgmma_kw(form, arch), device=device)
+    if form.is_sparse:
+        if e is None or sel is None:
+            raise EvalError(f"{form.opcode} needs e= (metadata registers [T, 128]) and sel=")
+        D = _wgmma_sparse(form, A.reshape(T, M, kc), np.asarray(e), sel, B, C, kw)
+    else:
+        if e is not None or sel is not None:
+            raise EvalError(f"e / sel belong to sparse forms, not {form.opcode}")
+        D = numerics.mma_matrices(A, B, C, **kw)
+    return layout.pack(form, "d", D)
+
+
+def _wgmma_sparse(form, S, e, sel, B, C, kw):
+    """Sparse terms warp by warp through the mma.sp form of the same types (its A fragment and
+    metadata), then the dot products over the stored k order."""
+    from . import layout, metadata, numerics
+
+    twin = _sp_twin(form)
+    T = S.shape[0]
+    e = e.reshape(T, 128).astype(np.uint32)
+    vals, kidx = [], []
+    for w in range(4):
+        regs = layout.pack(twin, "a", S[:, 16 * w:16 * w + 16])
+        v, k = metadata.gather_terms(twin, regs, e[:, 32 * w:32 * w + 32], sel)
+        vals.append(v)
+        kidx.append(k)
+    vals, kidx = np.concatenate(vals, axis=1), np.concatenate(kidx, axis=1)     # [T, 64, K/2]
+    bt = B[np.arange(T)[:, None, None], kidx.astype(np.int64)]                 # [T, 64, K/2, N]
+    at = np.broadcast_to(vals[..., None], bt.shape)
+    return numerics.dot_terms(np.moveaxis(at, 3, 2), np.moveaxis(bt, 3, 2), C, **kw)
+
+
+def wgmma_matrices(opcode: str | Form, A, B, C, arch: str = "sm_90", scale_d: Any = True, imm_scale_a: int = 1,
+                   imm_scale_b: int = 1, device: str | None = None) -> np.ndarray:
+    """Matrix level: A [T, 64, K] (a sparse form: the dense structured-sparse A), B [T, K, N],
+    C [T, 64, N] raw encodings -> D [T, 64, N]."""
+    from . import metadata, numerics
+
+    form = _form(opcode)
+    if form.family != "wgmma":
+        raise EvalError(f"{form.opcode} is not a wgmma form")
+    check_available(form, arch)
+    M, N, K = form.mnk
+    A = _elements(form, "A", A, (M, K), form.atype)
+    B = _elements(form, "B", B, (K, N), form.btype)
+    C = _elements(form, "C", C, (M, N), form.dtype)
+    T = _same_batch(form, {"A": A, "B": B, "C": C})
+    A = _negate(A, form.atype, imm_scale_a, "a")
+    B = _negate(B, form.btype, imm_scale_b, "b")
+    sd = np.broadcast_to(np.asarray(scale_d, dtype=bool), (T,))
+    C = np.where(sd[:, None, None], C, np.zeros((), C.dtype))
+    kw = dict(_wgmma_kw(form, arch), device=device)
+    if not form.is_sparse:
+        return numerics.mma_matrices(A, B, C, **kw)
+    twin = _sp_twin(form)
+    parts = [metadata.sparse_terms(twin, A[:, 16 * w:16 * w + 16]) for w in range(4)]
+    vals = np.concatenate([p[0] for p in parts], axis=1)
+    kidx = np.concatenate([p[1] for p in parts], axis=1)
+    bt = B[np.arange(T)[:, None, None], kidx.astype(np.int64)]
+    at = np.broadcast_to(vals[..., None], bt.shape)
+    return numerics.dot_terms(np.moveaxis(at, 3, 2), np.moveaxis(bt, 3, 2), C, **kw)
 
 
 # ``formal.evaluate`` is both this module and the function users call
