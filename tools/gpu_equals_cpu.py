@@ -43,6 +43,18 @@ def cases():
     return out
 
 
+def wgmma_cases():
+    """Every wgmma type combination (dense and sparse) at N = 8 and 256, as matrix-level cases."""
+    out, seen = [], set()
+    for f in forms("sm_90a", "9.0"):
+        if f.family == "wgmma" and f.mnk[1] in (8, 256):
+            key = (f.opcode.replace(".sp", ""), f.is_sparse, f.mnk)
+            if (f.opcode, f.mnk) not in seen:
+                seen.add((f.opcode, f.mnk))
+                out.append(f)
+    return out
+
+
 def _key(f, s):
     return f.opcode + ("" if s is None else f" sel={s}")
 
@@ -126,6 +138,37 @@ def run(d: str, out: str, warps: int):
                                     "error": f"{type(e).__name__}: {e}"[:200]})
         if i % 25 == 0:
             print(f"  {i} cases, {time.time() - t0:.0f} s", flush=True)
+    # 2b. wgmma (matrix level: A [T,64,K] dense or structured-sparse, B, C), every regime
+    from formal.evaluate import wgmma_matrices
+    from formal.vectors.regimes import random_elements
+    for i, f in enumerate(wgmma_cases()):
+        for r in REGIMES:
+            try:
+                rng = np.random.default_rng([7, i, REGIMES.index(r)])
+                T = max(8, warps // 64)
+                M, N, K = f.mnk
+                A = random_elements(rng, f.atype, T * M * K, r, "a").reshape(T, M, K)
+                if f.is_sparse:       # keep 2 of every 4 (1 of 2 for tf32) so A is structured-sparse
+                    w = 2 if f.atype == "tf32" else 4
+                    keep = np.zeros((T, M, K), bool)
+                    for j in range(0, K, w):
+                        pick = rng.permuted(np.tile(np.arange(w), (T, M, 1)), axis=2)[:, :, : w // 2]
+                        np.put_along_axis(keep[:, :, j:j + w], pick, True, axis=2)
+                    A = np.where(keep, A, 0)
+                B = random_elements(rng, f.btype, T * K * N, r, "b").reshape(T, K, N)
+                C = random_elements(rng, f.dtype, T * M * N, r, "c").reshape(T, M, N)
+                A, B, C = (x.astype({8: np.uint8, 16: np.uint16}.get(_bits(t), np.uint32))
+                           for x, t in ((A, f.atype), (B, f.btype), (C, f.dtype)))
+                cpu = wgmma_matrices(f, A, B, C)
+                gpu = wgmma_matrices(f, A, B, C, device="cuda")
+                bad = int(np.sum(np.asarray(cpu) != np.asarray(gpu)))
+                rec["rows"].append({"key": f.opcode, "family": f"wgmma {f.atype}->{f.dtype}", "regime": r, "T": T,
+                                    "differing": bad})
+                if bad and len(rec["first_differences"]) < 20:
+                    rec["first_differences"].append({"key": f.opcode, "regime": r, "count": bad})
+            except Exception as e:  # noqa: BLE001
+                rec["rows"].append({"key": f.opcode, "family": f"wgmma {f.atype}->{f.dtype}", "regime": r,
+                                    "error": f"{type(e).__name__}: {e}"[:200]})
     # 3. the coverage vectors prepared on the CPU
     path = os.path.join(d, "vectors.npz")
     if os.path.exists(path):
@@ -162,6 +205,10 @@ def run(d: str, out: str, warps: int):
                       "seconds": round(time.time() - t0, 1)}
     print("summary", rec["summary"], flush=True)
     json.dump(rec, open(out, "w"), indent=1)
+
+
+def _bits(t):
+    return {"f16": 16, "bf16": 16, "e4m3": 8, "e5m2": 8, "s8": 8, "u8": 8, "b1": 8}.get(t, 32)
 
 
 def _wmma_inputs(f, T, regime, rng):

@@ -94,21 +94,43 @@ def cmd_eval(args) -> int:
         sel = vals.pop()
         sel = None if sel == -1 else int(sel)
     matrix_level = "A" in ins or form.family == "wmma.mma"
+    if form.family == "wgmma" and args.show:
+        raise InputError("--show prints mma / mma.sp warps; for wgmma read the --out arrays")
+    imm = {k: (bool(ins[k].reshape(-1)[0]) if k == "scale_d" and ins[k].size == 1 else
+               ins[k] if k == "scale_d" else int(ins[k].reshape(-1)[0]))
+           for k in ("scale_d", "imm_scale_a", "imm_scale_b", "imm_trans_a", "imm_trans_b") if k in ins}
+    if imm and form.family != "wgmma":
+        raise InputError(f"--inputs {args.inputs}: {', '.join(imm)} belong to wgmma forms")
     try:
-        if matrix_level:
+        if form.family == "wgmma":
+            from ..evaluate import wgmma_matrices
+
+            if matrix_level:
+                for k in ("A", "B", "C"):
+                    if k not in ins:
+                        raise InputError(f"{args.inputs} has no array {k!r} (matrix level needs A, B, C)")
+                imm.pop("imm_trans_a", None), imm.pop("imm_trans_b", None)
+                res = {"D": wgmma_matrices(form, ins["A"], ins["B"], ins["C"], arch=args.arch, device=args.device,
+                                           **imm)}
+            else:
+                for k in ("d", "a", "b", "smem"):
+                    if k not in ins:
+                        raise InputError(f"{args.inputs} has no array {k!r} (wgmma at register level needs d "
+                                         f"(the accumulator), a (registers or descriptor), b (descriptor), smem)")
+                res = {"d": evaluate(form, ins["a"], ins["b"], ins["d"], e=ins.get("e"), sel=sel, arch=args.arch,
+                                     device=args.device, smem=ins["smem"], **imm)}
+        elif matrix_level:
             for k in ("A", "B", "C"):
                 if k not in ins:
                     raise InputError(f"{args.inputs} has no array {k!r} (matrix level needs A, B, C)")
-            d = evaluate_matrices(form, ins["A"], ins["B"], ins["C"], arch=args.arch,
-                                  scale_a=ins.get("scale_a"), scale_b=ins.get("scale_b"), device=args.device)
-            res = {"D": d}
+            res = {"D": evaluate_matrices(form, ins["A"], ins["B"], ins["C"], arch=args.arch,
+                                          scale_a=ins.get("scale_a"), scale_b=ins.get("scale_b"), device=args.device)}
         else:
             for k in ("a", "b", "c"):
                 if k not in ins:
                     raise InputError(f"{args.inputs} has no array {k!r} (register level needs a, b, c[, e])")
-            d = evaluate(form, ins["a"], ins["b"], ins["c"], e=ins.get("e"), sel=sel, arch=args.arch,
-                         device=args.device)
-            res = {"d": d}
+            res = {"d": evaluate(form, ins["a"], ins["b"], ins["c"], e=ins.get("e"), sel=sel, arch=args.arch,
+                                 device=args.device)}
     except EvalError as e:
         raise InputError(str(e)) from None
     except DeviceUnavailable as e:
@@ -139,7 +161,11 @@ def register(sub) -> None:
     p = sub.add_parser("eval", help="evaluate a form bit-exactly (register or matrix level)",
                        description="Inputs: an .npz with a, b, c [T,32,nregs] (+ e [T,32] and sel for mma.sp) at "
                                    "register level, or A [T,M,K], B [T,K,N], C [T,M,N] element encodings at matrix "
-                                   "level (always for wmma.mma).")
+                                   "level (always for wmma.mma).  wgmma at register level: d [T,128,nregs] (the "
+                                   "accumulator before the instruction), a [T,128,4] registers or a [T] descriptor, "
+                                   "b [T] descriptor, smem [T,bytes] uint8 (the shared memory the descriptors address "
+                                   "from byte 0), e [T,128] and sel for .sp, optional scale_d, imm_scale_a/b, "
+                                   "imm_trans_a/b; at matrix level A [T,64,K], B [T,K,N], C [T,64,N].")
     p.add_argument("opcode")
     p.add_argument("--inputs", "-i", required=True, help="input .npz")
     p.add_argument("--out", "-o", default=None, help="output .npz (d, or D at matrix level)")
