@@ -1237,13 +1237,3 @@ def observed_layout(form_or_opcode, operand: str, observed, **params) -> Layout:
             recs = [dict(x, lane=x.pop("thread")) for x in recs]
         observed = recs
     return Layout.from_table(observed, like=spec_lay, name="observed")
-
-
-def compare_observed(form_or_opcode, operand: str, observed, **params):
-    """Prove an observed fragment (a silicon one-hot table) equal to the spec's, or refute it
-    with the first differing (warp, lane, reg, elem): :func:`formal.prove.audit_layout` on
-    :func:`observed_layout`.  Returns the audit report (``.ok``, ``.first_difference``)."""
-    from .prove import audit_layout
-
-    cand = observed_layout(form_or_opcode, operand, observed, **params)
-    return audit_layout(cand, form_or_opcode, operand, compare_bits=False, **params)

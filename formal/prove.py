@@ -1427,3 +1427,13 @@ def audit_layout(candidate: Layout, form_or_opcode, operand: str, *, compare_bit
     for r in res[:3]:
         r.obligation.family = "audit." + r.obligation.family.split(".", 1)[1]
     return AuditReport(form.opcode, op, dict(ref.params), res, ref, candidate)
+
+
+def compare_observed(form_or_opcode, operand: str, observed, **params):
+    """Prove an observed fragment (a silicon one-hot table) equal to the spec's, or refute it
+    with the first differing (warp, lane, reg, elem): :func:`audit_layout` on
+    :func:`formal.layout.observed_layout`.  Returns the audit report (``.ok``, ``.first_difference``)."""
+    from . import layout as L
+
+    cand = L.observed_layout(form_or_opcode, operand, observed, **params)
+    return audit_layout(cand, form_or_opcode, operand, compare_bits=False, **params)

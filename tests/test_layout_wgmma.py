@@ -167,15 +167,15 @@ def test_compare_observed_tables():
     op = F16.format(n=64, d="f16")
     r, c = wp.d_map(64, "f16")
     obs = np.stack([r, c], axis=-1)
-    assert L.compare_observed(op, "d", obs).ok
+    assert P.compare_observed(op, "d", obs).ok
     swapped = obs.copy()
     swapped[[37, 38], 3, 1] = swapped[[38, 37], 3, 1]
-    rep = L.compare_observed(op, "d", swapped)
+    rep = P.compare_observed(op, "d", swapped)
     assert not rep.ok and rep.first_difference["point"] == {"warp": 1, "lane": 5, "thread": 37, "reg": 3, "elem": 1}
     ar, ac = wp.a_map("s8")                                                  # [128, 16] per element i
     recs = [{"warp": t // 32, "lane": t % 32, "reg": i // 4, "elem": i % 4, "row": int(ar[t, i]), "col": int(ac[t, i])}
             for t in range(128) for i in range(16)]
-    assert L.compare_observed(dense("s8"), "a", recs).ok
+    assert P.compare_observed(dense("s8"), "a", recs).ok
 
 
 # ---- CuTe (mma_traits_sm90_gmma.hpp, as CuTe writes them) ----------------------------------------

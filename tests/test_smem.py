@@ -23,7 +23,8 @@ import wgmma_silicon_checks as chk
 from formal import prove as P
 from formal.hw import wgmma_probe as wp
 from formal.smem import address as A
-from formal.smem import codec, peers
+from formal.smem import codec
+from formal.transform import smem_layouts as peers
 from formal.smem import proofs as SP
 from formal.smem import spec as S
 
@@ -345,12 +346,16 @@ def test_bad_inputs_are_smem_errors():
 
 # ------------------------------------------------------------------------------------- obligations
 
+def _all_obligations():
+    return SP.all_obligations() + peers.all_obligations()     # formal.smem's own and the examples / peers'
+
+
 def _by(family, pred=lambda s: True):
-    return [o for o in SP.all_obligations() if o.family == family and pred(o.subject)]
+    return [o for o in _all_obligations() if o.family == family and pred(o.subject)]
 
 
 def test_registry_and_a_slice_of_obligations_both_engines():
-    obs = SP.all_obligations()
+    obs = _all_obligations()
     assert len(obs) >= 150 and len({(o.family, o.key) for o in obs}) == len(obs)
     pick = (_by("smem.codec.roundtrip") + _by("smem.codec.isa_encode") + _by("smem.swizzle")
             + _by("smem.tile", lambda s: s.startswith("a/b/a.sp K-major 128B 16-bit"))

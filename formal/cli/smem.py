@@ -149,7 +149,7 @@ def cmd_where(args) -> int:
 # ------------------------------------------------------------------------------------- audit
 
 def build_user(args, operand: str, triton: str | None, cute: str | None, shape=None, dtype_bits=None):
-    from ..smem import peers
+    from ..transform import smem_layouts as peers
     if (triton is None) == (cute is None):
         raise InputError("give one of --triton '#ttg.nvmma_shared<{...}>' or --cute LAYOUT")
     if triton is not None:
@@ -163,7 +163,7 @@ def build_user(args, operand: str, triton: str | None, cute: str | None, shape=N
 
 def type_bits(dtype: str | None) -> int | None:
     """Element bits of a PTX type (f16, tf32, e4m3, ...) or a Triton one (f16, f32, i8, f8E4M3FN, ...)."""
-    from ..smem import peers
+    from ..transform import smem_layouts as peers
     from ..smem import spec as S
     if not dtype:
         return None
@@ -175,7 +175,7 @@ def type_bits(dtype: str | None) -> int | None:
 
 def run_audit(args, operand: str, triton: str | None, cute: str | None, n: int | None, desc: str | None,
               shape=None, dtype=None) -> int:
-    from ..smem import peers
+    from ..transform import smem_layouts as peers
     bits = type_bits(dtype)
     if operand not in ("a", "b", "a.sp", "b.sp"):
         raise InputError(f"--operand {operand}: a, b, a.sp or b.sp (the shared-memory operands of wgmma)")
@@ -222,7 +222,7 @@ def cmd_audit(args) -> int:
 
 def cmd_layouts(args) -> int:
     from ..smem import address as A
-    from ..smem import peers
+    from ..transform import smem_layouts as peers
     from ..smem import spec as S
     raw = S.raw()
     rows = []

@@ -42,7 +42,7 @@ import json
 import time
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
@@ -50,7 +50,6 @@ from .. import prove as P
 from ..expr import Formula
 from . import address as A
 from . import codec
-from . import peers
 from . import spec as S
 
 SECTION = "9.7.15.5.1.2"
@@ -573,167 +572,6 @@ def _descarith_obligations() -> list[P.Obligation]:
     return out
 
 
-# ------------------------------------------------------------------------------------- ISA examples
-
-def _example_obligations() -> list[P.Obligation]:
-    import z3
-    from ..transform import cute as C
-    out = []
-    sec = S.raw()["canonical"]["section"]
-    for ex in S.raw()["canonical"]["example"]:
-        bits = int(ex["bits"])
-        T = 128 // bits
-        text = ex["exact"].split(" o ", 1)[1]
-        shape, stride = C.parse(text)
-        rows, cols = C.size(shape[0]), C.size(shape[1])
-        exact = Formula(f"({peers._mode_formula('mn', shape[0], stride[0])}) + "
-                        f"({peers._mode_formula('k', shape[1], stride[1])})")
-        canon = A.address_formula(ex["major"], ex["swizzle"], bits)
-        el = Formula(canon.let["el"], let={k: v for k, v in canon.let.items() if k in ("T", "W", "LBO", "SBO")})
-        env = {"lbo": int(ex["lbo_field"]), "sbo": int(ex["sbo_field"])}
-        name = ex["name"]
-
-        def eq_build(exact=exact, el=el, env=env, rows=rows, cols=cols):
-            mn, k = _bv("mn"), _bv("k")
-            return [z3.ULT(mn, rows), z3.ULT(k, cols), exact.z3({"mn": mn, "k": k}) != el.z3({"mn": mn, "k": k, **env})], \
-                [("mn", mn), ("k", k)]
-
-        def eq_enum(exact=exact, el=el, env=env, rows=rows, cols=cols):
-            mn, k = np.arange(rows)[:, None], np.arange(cols)[None, :]
-            bad = np.broadcast_to(np.asarray(exact.eval({"mn": mn, "k": k})) != np.asarray(el.eval({"mn": mn, "k": k, **env})),
-                                  (rows, cols))
-            return _first_bad(bad, [("mn", mn), ("k", k)])
-
-        out.append(_ob("smem.isa_example.canonical", f"Figure {ex['figure']}: {name}",
-                       "the exact layout the text gives equals its canonical layout with the listed T, m, k, LBO, SBO",
-                       sec, eq_build, eq_enum, key=(name,)))
-
-        def inj_build(exact=exact, rows=rows, cols=cols):
-            m1, k1, m2, k2 = (_bv(x) for x in ("mn1", "k1", "mn2", "k2"))
-            return [z3.ULT(m1, rows), z3.ULT(k1, cols), z3.ULT(m2, rows), z3.ULT(k2, cols),
-                    P._lt_lex([m2, k2], [m1, k1]), exact.z3({"mn": m1, "k": k1}) == exact.z3({"mn": m2, "k": k2})], \
-                [("mn1", m1), ("k1", k1), ("mn2", m2), ("k2", k2)]
-
-        def inj_enum(exact=exact, rows=rows, cols=cols):
-            mn, k = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
-            v = np.asarray(exact.eval({"mn": mn, "k": k})).reshape(-1)
-            seen: dict[int, tuple] = {}
-            for i, x in enumerate(v.tolist()):
-                p = (i // cols, i % cols)
-                if x in seen:
-                    return {"mn1": p[0], "k1": p[1], "mn2": seen[x][0], "k2": seen[x][1]}
-                seen[x] = p
-            return None
-
-        if ex.get("injective", True):
-            out.append(_ob("smem.isa_example.injective", f"Figure {ex['figure']}: {name}",
-                           "no two elements of the example share an offset", sec, inj_build, inj_enum, key=(name,)))
-        else:
-            out.append(_ob("smem.isa_example.collides", f"Figure {ex['figure']}: {name} (E-WGMMA-SMEM-K32B-TF32-EXAMPLE)",
-                           "the text's example maps two elements to one offset (the minimal pair is the example)", sec,
-                           inj_build, inj_enum, existential=True, key=(name,)))
-    return out
-
-
-# ------------------------------------------------------------------------------------- peers
-
-def _cute_atom_ob(atom: str, bits: int) -> P.Obligation:
-    from ..algebra import from_formulas
-    a = S.raw()["peers"]["cute"]["atom"][atom]
-    text = peers.cute_atom_text(atom, bits)
-
-    def run(opts):
-        u = peers.parse_cute(text)
-        major, sw = a["major"], a["swizzle"]
-        p = A.packed(major, sw, bits, u.rows, u.cols)
-        F = A.address_formula(major, sw, bits)
-        spec_map = from_formulas([("mn", u.rows), ("k", u.cols)], [("addr", 1 << 24)],
-                                 {"addr": str(F.src)}, let={"sa": "0", "lbo": str(p.lbo // 16),
-                                                            "sbo": str(p.sbo // 16), "bo": "0", **F.let}, name="spec")
-        user_map = from_formulas([("mn", u.rows), ("k", u.cols)], [("addr", 1 << 24)],
-                                 {"addr": str(u.formula(0).src)}, let=dict(u.formula(0).let), name="cute")
-        return spec_map.equals(user_map, opts.timeout_ms, names=("spec", "cute"))
-
-    return _algebra_ob("smem.peer.cute_atom", f"{atom}<{bits}-bit> = {text}",
-                       "CuTe's GMMA atom, as CuTe prints it, equals the canonical layout on the atom",
-                       S.raw()["peers"]["cute"]["source"], run, key=(atom, bits))
-
-
-def _algebra_ob(family, subject, claim, section, fn, key=()) -> P.Obligation:
-    """An obligation decided by formal.algebra (its Proof: Z3 and enumeration already agreed)."""
-    ob = P.Obligation(family, subject, claim, key=_key(family, subject, key), cover=[], section=section)
-
-    def run(opts, ob=ob):
-        t0 = time.perf_counter()
-        pr = fn(opts)
-        dt = time.perf_counter() - t0
-        if pr.status == "proved":
-            return P.Proved(ob, f"z3+enum ({pr.enumeration})", dt, pr.smt2 if opts.certificates else None)
-        if pr.status == "refuted":
-            return P.Refuted(ob, pr.witness or {}, "z3+enum", dt, note=pr.detail)
-        return P.Unknown(ob, pr.detail or "unknown", "z3+enum", dt)
-    ob.run = run
-    return ob
-
-
-def _audit_ob(family: str, subject: str, claim: str, section: str, make_user, operand: str, n: int,
-              key=()) -> P.Obligation:
-    def fn(opts):
-        rep = peers.audit(make_user(), operand, n=n, timeout_ms=opts.timeout_ms)
-        if rep.proof is None:
-            from ..algebra import Proof
-            return Proof("refuted", claim, witness={"reason": rep.reason}, detail=rep.reason)
-        rep.proof.detail = rep.reason or rep.proof.detail
-        return rep.proof
-    return _algebra_ob(family, subject, claim, section, fn, key)
-
-
-def _peer_tile_obligations() -> list[P.Obligation]:
-    out = []
-    cute_src = S.raw()["peers"]["cute"]["source"]
-    tri_src = S.raw()["peers"]["triton"]["source"]
-    for atom, a in S.raw()["peers"]["cute"]["atom"].items():
-        for bits in (16, 32, 8):
-            if a["major"] == "MN" and bits != 16:
-                continue
-            am, ak = S.atom_shape(a["major"], a["swizzle"], bits)
-            K = 256 // bits
-            if a["major"] == "K":
-                rows, cols, n = 128, 2 * max(ak, K), 64
-            else:
-                rows, cols, n = max(128, 2 * am), 2 * K, 64
-            text = peers.cute_atom_text(atom, bits)
-            out.append(_audit_ob("smem.peer.cute_tile", f"tile_to_shape({atom}<{bits}-bit>, ({rows},{cols})), B N={n}",
-                                 "make_gmma_desc's descriptor (start = the tile's first element, LBO/SBO off the "
-                                 "layout, base offset 0) reads every wgmma operand tile of the CuTe tile",
-                                 cute_src, lambda t=text, r=rows, c=cols: peers.cute_tile(peers.parse_cute(t), r, c),
-                                 "b", n, key=(atom, bits, rows, cols, n)))
-    for sw in (0, 32, 64, 128):
-        for bits in (16, 32, 8):
-            for tr in (False, True):
-                # operand b: tensor K x N; transposed = true makes K contiguous (K-major)
-                major = "K" if tr else "MN"
-                if major == "MN" and bits != 16:
-                    continue
-                K = 256 // bits
-                tc = sw * 8 // bits if sw else 0
-                if major == "K":
-                    if sw == 0:
-                        continue                   # a K-major row is 32 bytes: Triton's swizzle-0 rows are not 16
-                    shape = (max(2 * K, 2 * tc), 128)
-                else:
-                    shape = (2 * K, max(128, 2 * tc)) if sw else (2 * K, 8)
-                n = 64 if shape[1] >= 64 else shape[1]
-                enc = (f"#ttg.nvmma_shared<{{swizzlingByteWidth = {sw}, transposed = {str(tr).lower()}, "
-                       f"elementBitWidth = {bits}}}>")
-                out.append(_audit_ob("smem.peer.triton", f"{enc} on {shape[0]}x{shape[1]} (B, {major}-major, N={n})",
-                                     "the descriptors Triton builds (start = the tile's first element, LBO/SBO off the "
-                                     "layout) read every wgmma operand tile of the NVMMA shared layout",
-                                     tri_src, lambda e=enc, s=shape: peers.parse_triton(e, "b", s), "b", n,
-                                     key=(sw, bits, tr, shape, n)))
-    return out
-
-
 # ------------------------------------------------------------------------------------- registry
 
 def all_obligations() -> list[P.Obligation]:
@@ -752,11 +590,6 @@ def all_obligations() -> list[P.Obligation]:
             out.append(_base_offset_ob(major, sw))
     out.append(_base_offset_ob("K", "128B", A.Model(base_offset="added"), existential=True))
     out += _descarith_obligations()
-    out += _example_obligations()
-    for atom in S.raw()["peers"]["cute"]["atom"]:
-        for bits in (16, 32, 8):
-            out.append(_cute_atom_ob(atom, bits))
-    out += _peer_tile_obligations()
     return out
 
 

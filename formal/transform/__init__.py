@@ -37,6 +37,9 @@ from .engine import DEFAULT_TIMEOUT_MS, Program, TransformResult, prove_program
 from .recipe import Recipe, endpoint, library, library_dir, load, parse_json, parse_text  # noqa: F401
 from .spaces import LayoutMap, MemLayout, RegLayout, TransformError, fragment_endpoint
 from .steps import Step, make_step
+from . import smem_layouts as _smem_layouts
+
+_smem_layouts.register()      # prove --all: the ISA's examples and the peers' smem layouts
 
 __all__ = ["prove_transform", "tile", "fragment", "registers", "TransformResult", "TransformError", "Recipe",
            "load", "library", "RegLayout", "MemLayout", "Program"]
