@@ -334,40 +334,6 @@ def _entry_body(ptx: str, entry: str) -> str:
     return ptx[i: j if j > 0 else len(ptx)]
 
 
-def to_toml(spec: dict) -> str:
-    def val(v):
-        if isinstance(v, str):
-            return json.dumps(v)
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, list):
-            return "[" + ", ".join(val(x) for x in v) + "]"
-        return str(v)
-
-    lines = []
-    for k in ("entry", "grid", "block", "shared_bytes"):
-        lines.append(f"{k} = {val(spec[k])}")
-    for k, v in spec.items():
-        if k not in ("entry", "grid", "block", "shared_bytes", "params", "buffer", "contract") and not isinstance(v, dict):
-            lines.append(f"{k} = {val(v)}")
-    lines.append("")
-    lines.append("[params]")
-    lines += [f"{k} = {val(v)}" for k, v in spec.get("params", {}).items()]
-    for b in spec["buffer"]:
-        lines.append("")
-        lines.append("[[buffer]]")
-        lines += [f"{k} = {val(v)}" for k, v in b.items()]
-    lines.append("")
-    lines.append("[contract]")
-    lines += [f"{k} = {val(v)}" for k, v in spec["contract"].items()]
-    for k, v in spec.items():
-        if isinstance(v, dict) and k not in ("params", "contract"):
-            lines.append("")
-            lines.append(f"[{k}]")
-            lines += [f"{k2} = {val(v2)}" for k2, v2 in v.items()]
-    return "\n".join(lines) + "\n"
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*", help="kernel names to (re)build")
@@ -390,8 +356,8 @@ def main(argv=None) -> int:
             print(f"FAILED {name}: {str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__}",
                   file=sys.stderr)
             continue
-        from formal.kernel.spec import load_spec
-        toml = to_toml(spec)
+        from formal.kernel.spec import load_spec, spec_toml
+        toml = spec_toml(spec)
         load_spec(toml)                              # every spec written must load
         module = meta.get("module", name)
         (out / f"{module}.ptx").write_text(ptx)

@@ -9,6 +9,14 @@ Public API (``formal.kernel``), usable from a compiler's test suite::
     out  = run(mod, spec, inputs, arch="sm_90")   # RunResult: {buffer name: raw encodings}, bit-exact,
                                                   #   plus .witnesses (UB / OOB seen) and .steps
 
+A ``@triton.jit`` function, compiled with the installed Triton, without a spec (``triton_front``)::
+
+    A, B, C = Tensor("A", "f16", (64, 32)), Tensor("B", "f16", (64, 32)).T, Tensor("C", "f32", (64, 64))
+    res = triton_check(matmul_kernel, (2, 2), (A, B, C, 64, 64, 32, *A.stride(), *B.stride(), *C.stride()),
+                       dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32), contract="C = A @ B", target="sm_80",
+                       num_warps=4)                # the same CheckResult; triton_run -> RunResult;
+                                                  # triton_launch -> TritonLaunch (.ptx, .module, .spec)
+
 Errors: :class:`PTXSyntaxError` (bad module, has ``.line``), :class:`Unsupported` (a construct
 the engine does not model, with ``.line`` and ``.instruction``), :class:`SpecError` (bad spec).
 The kernel spec (launch, buffers, contract) lives in :mod:`formal.kernel.spec`; the
@@ -24,10 +32,12 @@ from .legality import Finding
 from .machine import DEFAULT_MAX_STEPS, StepLimit, Witness
 from .parse import Module, PTXSyntaxError, Unsupported, parse_module
 from .spec import Buffer, Contract, KernelSpec, SpecError, check_inputs, load_spec, make_inputs, raw_dtype  # noqa: F401
+from .triton_front import Tensor, TritonInputError, TritonLaunch, TritonUnavailable, triton_launch  # noqa: F401
 
 __all__ = ["parse_module", "lint", "check", "run", "Module", "Finding", "CheckResult", "RunResult", "Witness", "PTXSyntaxError",
            "Unsupported", "StepLimit", "DEFAULT_MAX_STEPS", "SpecError", "load_spec", "make_inputs", "raw_dtype",
-           "KernelSpec"]
+           "KernelSpec", "Tensor", "TritonLaunch", "TritonInputError", "TritonUnavailable", "triton_launch",
+           "triton_check", "triton_run"]
 
 
 @dataclass
@@ -170,3 +180,19 @@ def _lane_summary(recs) -> str:
     if unk:
         s += f"; {unk} unknown"
     return s
+
+
+def triton_check(fn, grid, args, constexprs: dict | None = None, *, contract, target, ptx_version=None,
+                 ctas=None, lanes: bool = True, max_steps: int | None = None, **launch_options) -> CheckResult:
+    """:func:`check` of the Triton launch ``fn[grid](*args, **constexprs, **launch_options)`` compiled for
+    ``target`` (:func:`triton_launch`): the same :class:`CheckResult`."""
+    la = triton_launch(fn, grid, args, constexprs, target=target, contract=contract, ptx_version=ptx_version,
+                       **launch_options)
+    return check(la.module, la.spec, ctas=ctas, lanes=lanes, max_steps=max_steps)
+
+
+def triton_run(fn, grid, args, constexprs: dict | None = None, *, inputs=None, target, ptx_version=None,
+               arch: str = "sm_90", max_steps: int | None = None, **launch_options) -> RunResult:
+    """:func:`run` of a Triton launch (``inputs`` by tensor name): the same :class:`RunResult`."""
+    la = triton_launch(fn, grid, args, constexprs, target=target, ptx_version=ptx_version, **launch_options)
+    return run(la.module, la.spec, inputs, arch=arch, max_steps=max_steps)

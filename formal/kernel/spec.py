@@ -292,8 +292,9 @@ def parse_contract(out: str, text: Any, src: str = "<dict>") -> Contract:
     return Contract(out, m.group(1), m.group(3), bool(m.group(2)), bool(m.group(4)), m.group(5), text.strip())
 
 
-def load_spec(spec: str | Path | Mapping[str, Any]) -> KernelSpec:
-    """Read a spec from a TOML file path, TOML text or a dict; validate every key."""
+def load_spec(spec: str | Path | Mapping[str, Any], source: str | None = None) -> KernelSpec:
+    """Read a spec from a TOML file path, TOML text or a dict; validate every key.  ``source``
+    names a dict in messages (default ``<dict>``)."""
     src = "<dict>"
     if isinstance(spec, (str, Path)):
         p = Path(spec)
@@ -325,6 +326,7 @@ def load_spec(spec: str | Path | Mapping[str, Any]) -> KernelSpec:
                 raise SpecError("the spec text is nested too deeply") from None
     elif isinstance(spec, Mapping):
         data = dict(spec)
+        src = source or src
     else:
         raise SpecError(f"a kernel spec is a path, TOML text or a dict, not {type(spec).__name__}")
     try:
@@ -514,3 +516,41 @@ def make_inputs(spec: KernelSpec, seed: int = 0, names: list[str] | None = None,
             raise SpecError(f"{spec.source}: buffer {b.name!r}: unknown generate = {b.extra['generate']!r} "
                             "(known: sparse_meta_2of4)")
     return out
+
+
+def spec_toml(data: Mapping[str, Any]) -> str:
+    """The TOML text of a spec given as a dict (the form :func:`load_spec` reads): the launch keys,
+    ``[params]`` (scalar values), each ``[[buffer]]``, ``[contract]``."""
+    import json
+
+    def val(v):
+        if isinstance(v, str):
+            return json.dumps(v)
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, list):
+            return "[" + ", ".join(val(x) for x in v) + "]"
+        return str(v)
+
+    lines = []
+    for k in ("entry", "grid", "block", "shared_bytes"):
+        lines.append(f"{k} = {val(data[k])}")
+    for k, v in data.items():
+        if k not in ("entry", "grid", "block", "shared_bytes", "params", "buffer", "contract") and not isinstance(v, dict):
+            lines.append(f"{k} = {val(v)}")
+    lines.append("")
+    lines.append("[params]")
+    lines += [f"{k} = {val(v)}" for k, v in data.get("params", {}).items()]
+    for b in data["buffer"]:
+        lines.append("")
+        lines.append("[[buffer]]")
+        lines += [f"{k} = {val(v)}" for k, v in b.items()]
+    lines.append("")
+    lines.append("[contract]")
+    lines += [f"{k} = {val(v)}" for k, v in data["contract"].items()]
+    for k, v in data.items():
+        if isinstance(v, dict) and k not in ("params", "contract"):
+            lines.append("")
+            lines.append(f"[{k}]")
+            lines += [f"{k2} = {val(v2)}" for k2, v2 in v.items()]
+    return "\n".join(lines) + "\n"
