@@ -304,6 +304,24 @@ def test_cli_check_and_run_match_the_corpus_kernel(tmp_path):
         assert all(np.array_equal(x[k], y[k]) for k in x.files) and x["C"].any()
 
 
+def test_cli_witnesses_name_the_triton_source_line():
+    """B's strides passed swapped: refuted at the mma of tl.dot (matmul.py:23), with the line that
+    builds B's addresses from them (matmul.py:18) on the path; the same in --json."""
+    call = CALL.replace("B.stride(0), B.stride(1)", "B.stride(1), B.stride(0)")
+    rc, out, err = cli("kernel", "check", "--triton", MATMUL, "--target", "sm_80", *TENSORS, "--call", call,
+                       "--contract", "C = A @ B")
+    assert rc == 1 and err == ""
+    lines = out.splitlines()
+    first = lines.index(next(t for t in lines if t.startswith("wrong-element: line ")))
+    src = [t for t in lines[first:] if t.startswith("  Triton ")][:2]
+    assert src[0] == "  Triton source: matmul.py:23: acc += tl.dot(a, b)"
+    assert src[1].startswith("  Triton path: ") and "matmul.py:18," in src[1]
+    rc, out, _ = cli("kernel", "check", "--json", "--triton", MATMUL, "--target", "sm_80", *TENSORS, "--call", call,
+                     "--contract", "C = A @ B")
+    w = json.loads(out)["witnesses"]
+    assert rc == 1 and any(x["triton_source"][:1] == [src[0]] for x in w)
+
+
 def test_cli_json_names_how_it_was_compiled():
     rc, out, err = cli("kernel", "check", "--json", "--triton", MATMUL, "--target", "sm_80", *TENSORS, "--call", CALL,
                        "--contract", "C = A @ B")
@@ -387,3 +405,13 @@ def test_without_triton_exit_3_naming_it(monkeypatch):
 def test_tensor_descriptors_and_tuples_are_unsupported():
     with pytest.raises(kernel.TritonUnavailable, match="tuple arguments are not modelled"):
         kernel.triton_launch(matmul.matmul_kernel, (1,), ((1, 2),), target="sm_80")
+
+
+def test_the_docs_python_example_runs():
+    """docs/kernel.md's pytest example, as written."""
+    import re
+    text = (ROOT / "docs" / "kernel.md").read_text().split("## Triton kernels without a spec", 1)[1]
+    src = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    ns: dict = {}
+    exec(compile(src, "docs/kernel.md", "exec"), ns)
+    ns["test_matmul_kernel_multiplies"]()

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _param(cmd: str, expected: str):
     """A trailing shell comment may say `# exit N` (the expected code), `# slow` (only with -m slow),
-    `# needs ptxas` or `# not run` (needs hardware: the command line is parsed, not run)."""
+    `# needs ptxas`, `# needs triton` or `# not run` (needs hardware: the command line is parsed, not run)."""
     note = cmd.split("  # ", 1)[1] if "  # " in cmd else ""
     marks = [pytest.mark.slow] if re.search(r"\bslow\b", note) else []
     return pytest.param(cmd, expected, marks=marks, id=cmd[:70])
@@ -64,6 +64,10 @@ def test_console_example(cmd, expected, workdir):
         from formal.catalog import ptxas
         if not ptxas.installations():
             pytest.skip("no ptxas found")
+    if "needs triton" in note:
+        import importlib.util
+        if importlib.util.find_spec("triton") is None:
+            pytest.skip("Triton is not installed")
     buf = io.StringIO()
     with redirect_stdout(buf):
         rc = main(argv[1:])

@@ -190,13 +190,20 @@ def cmd_check(args) -> int:
     mod, spec, la = _launch(args)
     res = check(mod, spec, ctas=_ctas(args.ctas), lanes=not args.no_lanes, max_steps=args.max_steps)
     if args.json:
-        print(json.dumps(dict(res.to_json(), **({"triton": la.info} if la else {})), indent=2))
+        d = res.to_json()
+        if la:
+            d["triton"] = la.info
+            for w, j in zip(res.witnesses, d["witnesses"]):
+                j["triton_source"] = la.explain(w)
+        print(json.dumps(d, indent=2))
     else:
         if la:
             print(la.describe())
         print(res.summary)
         for w in res.witnesses:
             print(w)
+            for line in (la.explain(w) if la else []):
+                print(line)
     return {"proved": 0, "refuted": 1}.get(res.verdict, 3)
 
 
@@ -231,6 +238,8 @@ def cmd_run(args) -> int:
               + (f"; wrote {args.out}" if args.out else ""))
         for w in wit:
             print(w)
+            for line in (la.explain(w) if la else []):
+                print(line)
     return 1 if wit else 0
 
 

@@ -440,6 +440,46 @@ class TritonLaunch:
     spec_data: dict
     info: dict = field(default_factory=dict)
 
+    def source(self, ptx_line: int) -> tuple[str, int] | None:
+        """The Triton source line (file, line) the PTX line was compiled from (its ``.loc``)."""
+        if "_loc" not in self.__dict__:
+            files, cur, locs = {}, None, [None]
+            for t in self.ptx.splitlines():
+                m = re.match(r'\s*\.file\s+(\d+)\s+"([^"]*)"', t)
+                if m:
+                    files[int(m.group(1))] = m.group(2)
+            for t in self.ptx.splitlines():
+                m = re.match(r"\s*\.loc\s+(\d+)\s+(\d+)", t)
+                if m:
+                    cur = (int(m.group(1)), int(m.group(2)))
+                elif t.strip().startswith("}"):
+                    cur = None
+                locs.append(cur)
+            self.__dict__["_loc"] = (files, locs)
+        files, locs = self.__dict__["_loc"]
+        loc = locs[ptx_line] if 0 < ptx_line < len(locs) else None
+        if loc is None or loc[0] not in files or loc[1] == 0:
+            return None
+        return files[loc[0]], loc[1]
+
+    def explain(self, witness) -> list[str]:
+        """Lines that place a witness in the Triton source: its line (with the code) and the source
+        lines of its path."""
+        import linecache
+        out = []
+        at = self.source(witness.line)
+        if at:
+            code = linecache.getline(at[0], at[1]).strip()
+            out.append(f"  Triton source: {Path(at[0]).name}:{at[1]}" + (f": {code}" if code else ""))
+        path = []
+        for ln, _ in witness.path:
+            a = self.source(ln)
+            if a and (not path or path[-1] != a):
+                path.append(a)
+        if path:
+            out.append("  Triton path: " + ", ".join(f"{Path(f).name}:{n}" for f, n in path))
+        return out
+
     def describe(self) -> str:
         """One line: what was compiled and how its arguments became parameters."""
         i = self.info
