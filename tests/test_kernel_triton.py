@@ -195,6 +195,23 @@ def test_batched_and_addmm_launches_match_the_corpus(name):
     assert not out.witnesses and np.array_equal(out["D"], ref_out["D"]) and out["D"].any()
 
 
+@pytest.mark.parametrize("big,flag", [(4000000007, True), (2000000007, True), (4000000007, False), (4000000008, True)])
+def test_scalar_parameters_of_every_kind(big, flag):
+    """f32, i32, i64 (a value over 2^31) and bool arguments become .f32 / .u32 / .u64 / .u8
+    parameters with their values (an integer under 2^31 is i32): out = alpha * x + y (+ 2 * (big >> 31) +
+    (big & 7) when flag), exact here."""
+    import scalars
+    x, y, o = (tf.Tensor(n, "f32", (100,)) for n in "XYO")
+    rng = np.random.default_rng(1)
+    xv, yv = (rng.integers(-64, 64, 100).astype(np.float32) / 2 for _ in range(2))
+    la = kernel.triton_launch(scalars.axpy, (2,), (x, y, o, 2.5, 100, big, flag, 64), target="sm_80")
+    sizes = {p.name: p.size for p in la.module.functions[la.spec.entry].params}
+    assert [sizes[k] for k in la.spec.params] == [4, 4, 8 if big >= 1 << 31 else 4, 1] and list(la.spec.params.values())[1:] == [100, big, flag]
+    out = kernel.run(la.module, la.spec, {"X": xv.view(np.uint32), "Y": yv.view(np.uint32)})
+    assert not out.witnesses and np.array_equal(out["O"].view(np.float32), 2.5 * xv + yv + np.float32(
+        (big >> 31) * 2 + (big & 7) if flag else 0))
+
+
 def test_the_launcher_specialises_as_triton_does():
     """Integers equal to 1 are compiled in (not PTX parameters), pointers and multiples of 16 are
     marked divisible by 16: the B.T launch has stride_bk = 1 compiled in, stride_bn = 32 a parameter."""

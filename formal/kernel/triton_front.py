@@ -348,12 +348,16 @@ def load_kernel(ref: str):
         spec = importlib.util.spec_from_loader(modname, loader)
         mod = importlib.util.module_from_spec(spec)
         sys.modules[modname] = mod
+        folder = str(p.resolve().parent)
+        sys.path.insert(0, folder)                  # its own imports of modules beside it
         try:
             spec.loader.exec_module(mod)
         except Exception as e:  # noqa: BLE001 - the user's file: its first error line, exit 2
             del sys.modules[modname]
             raise TritonInputError(f"--triton {ref}: importing {path} failed: {type(e).__name__}: "
                                    f"{_first_line(e)}") from None
+        finally:
+            sys.path.remove(folder)
 
     def unwrap(obj):
         while not isinstance(obj, JITFunction) and hasattr(obj, "fn"):
@@ -505,6 +509,12 @@ def _launch_kwargs(fn, kwargs: dict) -> dict:
     return kw
 
 
+def _quiet() -> None:
+    """Triton 3.9 announces default changes (fp fusion, ...) as UserWarnings from its knobs: the
+    options it used are in ``info`` and on the first output line instead."""
+    warnings.filterwarnings("ignore", category=UserWarning, module=r"triton\.")
+
+
 def _bind(fn, backend, binder, args, kw, where):
     """Triton's launcher, up to the compile: bind the arguments, specialise, pack."""
     names = [p.name for p in fn.params]
@@ -558,7 +568,7 @@ def compile_launch(fn, grid, args, kwargs: dict | None = None, *, target, contra
     if pv is not None:
         kw["ptx_version"] = pv
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")                  # Triton 3.9's notices of default changes
+        _quiet()
         bound, specialization, options, signature, constexprs, attrs = _bind(fn, backend, binder, args, kw, where)
     for n, ty in signature.items():
         if isinstance(ty, str) and ty.startswith("tensordesc"):
@@ -582,7 +592,7 @@ def compile_launch(fn, grid, args, kwargs: dict | None = None, *, target, contra
     if key not in _COMPILED:
         try:
             with _ptxas_for(options.ptx_version, cc) as ptxas, warnings.catch_warnings():
-                warnings.simplefilter("ignore")          # Triton 3.9's default-change notices
+                _quiet()
                 comp = triton.compile(src_cls(fn, signature, constexprs, attrs), target=gpu, options=options.__dict__)
         except TritonInputError:
             raise
