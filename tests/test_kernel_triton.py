@@ -432,3 +432,47 @@ def test_the_docs_python_example_runs():
     ns: dict = {}
     exec(compile(src, "docs/kernel.md", "exec"), ns)
     ns["test_matmul_kernel_multiplies"]()
+
+
+def _hopper_jobs():
+    import make_hopper_corpus as hop
+    man = json.loads((ROOT / "tests" / "data" / "kernels_hopper" / "manifest.json").read_text())
+    return {n: j for n, j in hop.triton_jobs().items()
+            if n in man and not j.get("gluon") and all(a.kind != "desc" for a in j["args"])}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(_hopper_jobs()))
+def test_hopper_corpus_launches_derive_the_manifest_launch(name):
+    """The sm_90a Triton kernels of tools/make_hopper_corpus.py (pointer loads; persistent,
+    warp-specialised, device TMA, attention; wgmma, so `check` is exit 3 today): the launch the
+    front end derives -- entry, grid, block (.reqntid for warp-specialised kernels), shared bytes,
+    the buffer and value of each parameter, Triton's global scratch -- is the manifest's, which
+    the H100 ran (tools/run_hopper_kernels.py)."""
+    job = _hopper_jobs()[name]
+    rec = json.loads((ROOT / "tests" / "data" / "kernels_hopper" / "manifest.json").read_text())[name]["launch"]
+    import make_hopper_corpus as hop
+    mod = __import__("triton_hopper")
+    args = [tf.Tensor(a.kw["buf"], a.kw["dtype"], tuple(a.kw["shape"]), tuple(a.kw["strides"])) if a.kind == "ptr"
+            else a.kw["value"] for a in job["args"]]
+    opts = dict(job.get("options", {}))
+    la = kernel.triton_launch(getattr(mod, job["kernel"]), tuple(job["grid"]), args, job.get("constexprs", {}),
+                              target="sm_90", ptx_version=hop.PTX_VERSION, num_warps=job["warps"],
+                              num_stages=job.get("stages", 3), **opts)
+    sp = la.spec
+    assert (sp.entry, list(sp.grid), list(sp.block)) == (rec["entry"], rec["grid"], rec["block"])
+    # Triton's launcher marks integers divisible by 16, the corpus tool only the scalars it flags
+    # div16: mm_upcast then pipelines otherwise (the tool with M, N, K flagged gives 32768 bytes too)
+    assert (sp.shared_bytes, rec["shared_bytes"]) == \
+        {"tri_up_e4m3_f16_w4": (32768, 16384)}.get(name, (rec["shared_bytes"],) * 2)
+    for p in rec["params"]:
+        if p["role"] == "pointer":
+            b = sp.buffer(p["buffer"])
+            assert (b.param, b.type, list(b.shape), list(b.strides)) == (p["name"], p["dtype"], p["shape"], p["strides"])
+        elif p["role"] == "scalar":
+            assert sp.params[p["name"]] == p["value"]
+        elif p["bytes_per_program"]:
+            b = sp.buffer("global_scratch")
+            assert b.param == p["name"] and b.shape == (p["bytes_per_program"] * int(np.prod(rec["grid"])),)
+        else:
+            assert p["name"] not in sp.params and all(b.param != p["name"] for b in sp.buffers)
