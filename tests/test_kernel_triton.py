@@ -206,7 +206,8 @@ def test_scalar_parameters_of_every_kind(big, flag):
     xv, yv = (rng.integers(-64, 64, 100).astype(np.float32) / 2 for _ in range(2))
     la = kernel.triton_launch(scalars.axpy, (2,), (x, y, o, 2.5, 100, big, flag, 64), target="sm_80")
     sizes = {p.name: p.size for p in la.module.functions[la.spec.entry].params}
-    assert [sizes[k] for k in la.spec.params] == [4, 4, 8 if big >= 1 << 31 else 4, 1] and list(la.spec.params.values())[1:] == [100, big, flag]
+    assert [sizes[k] for k in la.spec.params] == [4, 4, 8 if big >= 1 << 31 else 4, 1]
+    assert list(la.spec.params.values())[1:] == [100, big, flag]
     out = kernel.run(la.module, la.spec, {"X": xv.view(np.uint32), "Y": yv.view(np.uint32)})
     assert not out.witnesses and np.array_equal(out["O"].view(np.float32), 2.5 * xv + yv + np.float32(
         (big >> 31) * 2 + (big & 7) if flag else 0))
@@ -216,7 +217,8 @@ def test_the_launcher_specialises_as_triton_does():
     """Integers equal to 1 are compiled in (not PTX parameters), pointers and multiples of 16 are
     marked divisible by 16: the B.T launch has stride_bk = 1 compiled in, stride_bn = 32 a parameter."""
     a, b, c = tf.Tensor("A", "f16", (64, 32)), tf.Tensor("B", "f16", (64, 32)).T, tf.Tensor("C", "f32", (64, 64))
-    la = kernel.triton_launch(matmul.matmul_kernel, (2, 2), (a, b, c, 64, 64, 32, *a.stride(), *b.stride(), *c.stride()),
+    la = kernel.triton_launch(matmul.matmul_kernel, (2, 2),
+                              (a, b, c, 64, 64, 32, *a.stride(), *b.stride(), *c.stride()),
                               dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32), target="sm_80", contract="C = A @ B",
                               num_warps=4)
     assert la.info["specialised"] == {"stride_ak": "1", "stride_bk": "1", "stride_cn": "1"}
@@ -234,7 +236,8 @@ def test_python_api_in_a_test_suite():
     launch that passes B's strides swapped (the kernel then reads B.T)."""
     a, b, c = tf.Tensor("A", "f16", (64, 64)), tf.Tensor("B", "f16", (64, 64)), tf.Tensor("C", "f32", (64, 64))
     blocks = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32)
-    res = kernel.triton_check(matmul.matmul_kernel, (2, 2), (a, b, c, 64, 64, 64, *a.stride(), *b.stride(), *c.stride()),
+    res = kernel.triton_check(matmul.matmul_kernel, (2, 2),
+                              (a, b, c, 64, 64, 64, *a.stride(), *b.stride(), *c.stride()),
                               blocks, contract="C = A @ B", target="sm_80", num_warps=4)
     assert isinstance(res, kernel.CheckResult) and res.verdict == "proved", res.summary
     assert res.stats["outputs_complete"] == 64 * 64
@@ -277,7 +280,8 @@ def test_wgmma_kernel_is_unsupported_at_its_line():
             "SCM=C.stride(0), SCN=C.stride(1), BM=64, BN=64, BK=32, ACC=tl.float32, PREC='ieee', MASKED=False, "
             "num_stages=2, enable_fp_fusion=False)")
     rc, out, err = cli("kernel", "check", "--triton", TRITON_MM, "--target", "sm_90", "--tensor", "A=f16[64,64]",
-                       "--tensor", "B=f16[64,64]", "--tensor", "C=f32[64,64]", "--call", call, "--contract", "C = A @ B",
+                       "--tensor", "B=f16[64,64]", "--tensor", "C=f32[64,64]", "--call", call,
+                       "--contract", "C = A @ B",
                        "--num-warps", "4", "--ptx-version", "9.0")
     assert rc == 3 and out == "" and err == f"ptx-formal kernel: unsupported: line {line}: wgmma.fence.sync.aligned;\n"
 
@@ -468,7 +472,8 @@ def test_hopper_corpus_launches_derive_the_manifest_launch(name):
     for p in rec["params"]:
         if p["role"] == "pointer":
             b = sp.buffer(p["buffer"])
-            assert (b.param, b.type, list(b.shape), list(b.strides)) == (p["name"], p["dtype"], p["shape"], p["strides"])
+            assert (b.param, b.type, list(b.shape), list(b.strides)) == \
+                (p["name"], p["dtype"], p["shape"], p["strides"])
         elif p["role"] == "scalar":
             assert sp.params[p["name"]] == p["value"]
         elif p["bytes_per_program"]:

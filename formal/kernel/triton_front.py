@@ -47,7 +47,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .spec import SpecError
 
 # PTX element type (as the spec names it) -> triton.language dtype attribute
 _TL = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64", "e4m3": "float8e4nv",
@@ -335,7 +334,6 @@ def load_kernel(ref: str):
     JITFunction; an autotuned / heuristics-wrapped kernel is unwrapped (give its configs' values
     in the launch)."""
     _triton()
-    from triton.runtime.jit import JITFunction
     path, _, name = ref.rpartition(":") if ":" in ref and not ref.endswith(".py") else (ref, "", "")
     p = Path(path)
     if not p.is_file():
@@ -359,11 +357,7 @@ def load_kernel(ref: str):
         finally:
             sys.path.remove(folder)
 
-    def unwrap(obj):
-        while not isinstance(obj, JITFunction) and hasattr(obj, "fn"):
-            obj = obj.fn
-        return obj if isinstance(obj, JITFunction) else None
-
+    unwrap = _jit
     kernels = {k: unwrap(v) for k, v in vars(mod).items() if unwrap(v) is not None
                and getattr(unwrap(v), "__module__", None) == modname}
     if not name:
@@ -376,6 +370,14 @@ def load_kernel(ref: str):
         raise TritonInputError(f"--triton {ref}: {path} has no @triton.jit function {name!r}; it has "
                                f"{', '.join(kernels) or 'none'}")
     return fn
+
+
+def _jit(obj):
+    """The JITFunction of a @triton.jit function, also under @triton.autotune / @triton.heuristics; else None."""
+    from triton.runtime.jit import JITFunction
+    while not isinstance(obj, JITFunction) and hasattr(obj, "fn"):
+        obj = obj.fn
+    return obj if isinstance(obj, JITFunction) else None
 
 
 def _first_line(e: BaseException) -> str:
@@ -443,10 +445,11 @@ class TritonLaunch:
     spec: Any
     spec_data: dict
     info: dict = field(default_factory=dict)
+    _loc: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def source(self, ptx_line: int) -> tuple[str, int] | None:
         """The Triton source line (file, line) the PTX line was compiled from (its ``.loc``)."""
-        if "_loc" not in self.__dict__:
+        if self._loc is None:
             files, cur, locs = {}, None, [None]
             for t in self.ptx.splitlines():
                 m = re.match(r'\s*\.file\s+(\d+)\s+"([^"]*)"', t)
@@ -459,8 +462,8 @@ class TritonLaunch:
                 elif t.strip().startswith("}"):
                     cur = None
                 locs.append(cur)
-            self.__dict__["_loc"] = (files, locs)
-        files, locs = self.__dict__["_loc"]
+            self._loc = (files, locs)
+        files, locs = self._loc
         loc = locs[ptx_line] if 0 < ptx_line < len(locs) else None
         if loc is None or loc[0] not in files or loc[1] == 0:
             return None
@@ -540,7 +543,17 @@ def compile_launch(fn, grid, args, kwargs: dict | None = None, *, target, contra
     triton = _triton()
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource, make_backend
-    from triton.runtime.jit import create_function_from_signature
+    try:
+        from triton.runtime.jit import create_function_from_signature
+    except ImportError:
+        create_function_from_signature = None
+    jfn = _jit(fn)
+    if jfn is None:
+        raise TritonInputError(f"{fn!r} is not a @triton.jit function")
+    fn = jfn
+    if create_function_from_signature is None or not hasattr(fn, "_pack_args"):
+        raise TritonUnavailable(f"Triton {triton.__version__}: this front end binds arguments with Triton 3.9's "
+                                "launcher (create_function_from_signature, JITFunction._pack_args), which it lacks")
 
     from .parse import parse_module
     from .spec import load_spec
