@@ -246,18 +246,24 @@ def evaluate_matrices(opcode: str | Form, A, B, C, arch: str = "sm_90", scale_a=
 
 def evaluate_gemm(A, B, C, opcode: str | Form, arch: str = "sm_90", device: str | None = None) -> np.ndarray:
     """A whole GEMM on raw encodings, A [Mg, Kg], B [Kg, Ng], C [Mg, Ng] -> D [Mg, Ng]: tiled
-    into ``opcode``'s tiles, each output tile the ascending-k chain of instructions an mma
-    loop runs (each D the next C).  ``device="cuda"`` computes on CuPy, bit-identically."""
+    into ``opcode``'s tiles (an mma or a dense wgmma form), each output tile the ascending-k
+    chain of instructions an mma loop runs (each D the next C).  ``device="cuda"`` computes on CuPy, bit-identically."""
     from .numerics.gemm import gemm
 
     form = _form(opcode)
-    if form.family != "mma" or form.is_sparse or form.block_scale or form.mnk == (8, 8, 4):
-        raise EvalError(f"evaluate_gemm takes a dense mma form (not {form.opcode})")
-    check_available(form, arch)
-    if form.ctype != form.dtype:
-        raise EvalError(f"{form.opcode}: a GEMM chains D into C, so the C and D types must agree")
+    if form.family == "wgmma" and not form.is_sparse:
+        check_available(form, arch)
+        kw = _wgmma_kw(form, arch)
+        kw.pop("sparse")
+    else:
+        if form.family != "mma" or form.is_sparse or form.block_scale or form.mnk == (8, 8, 4):
+            raise EvalError(f"evaluate_gemm takes a dense mma or wgmma form (not {form.opcode})")
+        check_available(form, arch)
+        if form.ctype != form.dtype:
+            raise EvalError(f"{form.opcode}: a GEMM chains D into C, so the C and D types must agree")
+        kw = _numerics_kw(form, arch)
     try:
-        return gemm(A, B, C, **_numerics_kw(form, arch), device=device)
+        return gemm(A, B, C, **kw, device=device)
     except ValueError as e:
         raise EvalError(str(e)) from None
 

@@ -238,7 +238,7 @@ def product_terms(factors: list[Decoded]) -> Terms:
     factors = [d.kfirst() for d in factors]
     mv = lambda x: np.asarray(x)  # noqa: E731
     fb = sum(d.fmt.mantissa for d in factors)
-    objects = any(np.asarray(d.sig).dtype == object for d in factors)
+    objects = any(d.wide() for d in factors)
     narrow = not objects and sum(d.fmt.mantissa + 1 for d in factors) <= 53
     r32 = _range32(factors) if narrow else None
     shape = np.broadcast_shapes(*[mv(d.e16 if r32 else d.ealign).shape for d in factors])

@@ -200,7 +200,7 @@ class Decoded:
         if v is None:
             if self._table is not None and name in self._table:
                 v = like(self._table[name], self._idx)[self._idx]
-            elif self._bits32 is not None:
+            elif self._bits32 is not None and name not in ("val32", "e16"):
                 v = _binary32_field(self, name)
             elif name == "val":
                 x = np.ldexp(np.asarray(self.sig).astype(np.float64), self.lsb)
@@ -216,6 +216,12 @@ class Decoded:
                 raise AttributeError(name)
             self._f[name] = v
         return v
+
+    def wide(self) -> bool:
+        """Whether the significands are Python integers (object arrays), without decoding them:
+        only a given object ``sig`` is (every format here fits int64)."""
+        s = self._f.get("sig")
+        return s is not None and np.asarray(s).dtype == object
 
     neg = property(lambda self: self._get("neg"))
     sig = property(lambda self: self._get("sig"))
@@ -320,6 +326,11 @@ def decode(codes, fmt) -> Decoded:
         return Decoded(f, idx=x, table=_table(f.name))
     if x.dtype == np.uint32 and _is_binary32(f):
         return Decoded(f, bits32=x)
+    if x.dtype == np.uint32 and _is_tf32(f):
+        # a tf32 is the binary32 its container holds with the low 13 bits cleared: val and ealign
+        # come from those bits (a NaN whose payload is only in the cleared bits reads as Inf, as
+        # the field decode reads it); every other field decodes arithmetically from f's fields
+        return Decoded(f, bits32=x & np.uint32(0xFFFFE000))
     return _decode_arith(x, f)
 
 
@@ -415,17 +426,42 @@ def _b32_ealign(u):
     return np.where(((u & 0x7FFFFFFF) == 0) | (ef == 0xFF), ZERO_EXP, np.maximum(ef, 1) - 127)
 
 
+@fused
+def _b32_nan(u):
+    return ((u & 0x7F800000) == 0x7F800000) & ((u & 0x7FFFFF) != 0)
+
+
+@fused
+def _b32_inf(u):
+    return (u & 0x7FFFFFFF) == 0x7F800000
+
+
+@fused
+def _b32_zero(u):
+    return (u & 0x7FFFFFFF) == 0
+
+
+@fused
+def _b32_neg(u):
+    return (u >> 31) == 1
+
+
+_B32_FLAGS = {"nan": _b32_nan, "inf": _b32_inf, "zero": _b32_zero, "neg": _b32_neg}
+
+
 def _binary32_field(d: Decoded, name: str):
     """One field of binary32 elements, on demand.  ``val`` and ``ealign`` (all that the
     window and the f32 accumulator's c need) come from the bits (:func:`b32_to_f64`);
     NaN / Inf become a zero of their sign (sig = 0, as in :func:`_decode_arith`); ealign is
     the exponent field, pinned at 1 for subnormals, minus the bias (ZERO_EXP for zeros and
-    specials).  Any other field decodes every field arithmetically once."""
+    specials); the flags are bit tests.  ``sig`` and ``exp`` decode every field arithmetically once."""
     u = d._bits32
     if name == "val":
         return _b32_val(u)
     if name == "ealign":
         return _b32_ealign(u)
+    if name in _B32_FLAGS:
+        return _B32_FLAGS[name](u)
     full = _decode_arith(u, d.fmt)
     for n in Decoded._NAMES:
         d._f[n] = full._f[n]
@@ -650,6 +686,12 @@ def _is_binary32(f: Format) -> bool:
     """The IEEE 754 binary32 layout (numpy's / CUDA's float32): its encodings are float32 bits."""
     return (f.cls == "float" and f.signed and (f.exponent, f.mantissa, f.bias) == (8, 23, 127) and f.inf
             and f.nan == "ieee" and f.subnormal and f.field_bits == 32 and not f.ignored_low_bits)
+
+
+def _is_tf32(f: Format) -> bool:
+    """binary32's sign and exponent with the top 10 fraction bits (the low 13 ignored)."""
+    return (f.cls == "float" and f.signed and (f.exponent, f.mantissa, f.bias) == (8, 10, 127) and f.inf
+            and f.nan == "ieee" and f.subnormal and f.ignored_low_bits == 13 and f.field_bits == 19)
 
 
 def _encode_binary32(neg, mag, lsb, f: Format, mode, overflow, ftz, nan, inf, nan_code):

@@ -1,0 +1,158 @@
+"""The wgmma evaluator's speed: multiply-adds per second, one CPU core and the GPU.
+
+    python3 benchmarks/bench_wgmma.py [--cpu] [--gpu] [--gemm 8192] [--json OUT]
+
+Goals (issue 20): every wgmma form >= 8e7 multiply-adds per second on one CPU core (what the
+m16n8k16 f16 mma path does: measured in the same run as the baseline); on the GPU
+(``device="cuda"``) >= 2.5e10, and an 8192^3 fp8 GEMM emulated bit-exactly in under 30 s.
+
+CPU: every dense wgmma type combination at N = 256 (and the sparse ones), ``wgmma_matrices``
+on a batch of random normal matrices, process CPU time (numpy runs it on one thread).
+GPU: the same for f16 -> f32 and e4m3 -> f32 on CuPy, and ``evaluate_gemm`` of an n^3 e4m3 GEMM
+(m64n256k32 tiles) with two 64 x 256 tiles recomputed on the CPU and compared.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from formal.catalog import forms  # noqa: E402
+from formal.evaluate import evaluate_gemm, wgmma_matrices  # noqa: E402
+from formal.numerics import from_float64, mma_matrices  # noqa: E402
+
+GOAL_CPU, GOAL_GPU = 8e7, 2.5e10
+
+
+def _codes(rng, t, shape):
+    if t in ("s8", "u8", "b1"):
+        hi = {"s8": 256, "u8": 256, "b1": 2}[t]
+        return rng.integers(0, hi, shape).astype(np.uint8)
+    if t == "tf32":
+        return from_float64(rng.standard_normal(shape), "f32")
+    return from_float64(rng.standard_normal(shape), t)
+
+
+def _sparse(rng, A, t):
+    w = 2 if t == "tf32" else 4
+    T, M, K = A.shape
+    keep = np.zeros(A.shape, bool)
+    for j in range(0, K, w):
+        pick = rng.permuted(np.tile(np.arange(w), (T, M, 1)), axis=2)[:, :, : w // 2]
+        np.put_along_axis(keep[:, :, j:j + w], pick, True, axis=2)
+    return np.where(keep, A, 0).astype(A.dtype)
+
+
+def cpu_rate(f, T, device=None):
+    rng = np.random.default_rng(0)
+    M, N, K = f.mnk
+    A = _codes(rng, f.atype, (T, M, K))
+    if f.is_sparse:
+        A = _sparse(rng, A, f.atype)
+    B = _codes(rng, f.btype, (T, K, N))
+    C = _codes(rng, "f32" if f.dtype in ("f32", "s32") else "f16", (T, M, N))
+    if f.dtype == "s32":
+        C = rng.integers(0, 1 << 31, (T, M, N)).astype(np.uint32)
+    macs = T * M * N * K // (2 if f.is_sparse else 1)
+    if device:
+        import cupy as cp
+
+        A, B, C = cp.asarray(A), cp.asarray(B), cp.asarray(C)
+        wgmma_matrices(f, A[:2], B[:2], C[:2], device=device)
+        cp.cuda.Device().synchronize()
+        t = time.perf_counter()
+        wgmma_matrices(f, A, B, C, device=device)
+        cp.cuda.Device().synchronize()
+        return macs / (time.perf_counter() - t)
+    wgmma_matrices(f, A[:1], B[:1], C[:1])
+    t = time.process_time()
+    wgmma_matrices(f, A, B, C)
+    return macs / (time.process_time() - t)
+
+
+def baseline(T=20000):
+    rng = np.random.default_rng(0)
+    A, B = from_float64(rng.standard_normal((T, 16, 16)), "f16"), from_float64(rng.standard_normal((T, 16, 8)), "f16")
+    C = from_float64(rng.standard_normal((T, 16, 8)), "f32")
+    t = time.process_time()
+    mma_matrices(A, B, C, atype="f16", btype="f16", ctype="f32", dtype="f32", arch="sm_90", shape=(16, 8, 16))
+    return T * 16 * 8 * 16 / (time.process_time() - t)
+
+
+def wgmma_forms(n=256):
+    seen, out = set(), []
+    for f in forms("sm_90a", "9.0"):
+        if f.family == "wgmma" and f.mnk[1] == n and f.opcode not in seen:
+            seen.add(f.opcode)
+            out.append(f)
+    return out
+
+
+def gpu_gemm(n):
+    import cupy as cp
+
+    op = "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3"
+    rng = np.random.default_rng(5)
+    A = from_float64(rng.standard_normal((n, n)), "e4m3")
+    B = from_float64(rng.standard_normal((n, n)), "e4m3")
+    C = from_float64(rng.standard_normal((n, n)), "f32")
+    gA, gB, gC = cp.asarray(A), cp.asarray(B), cp.asarray(C)
+    evaluate_gemm(gA[:64, :256], gB[:256, :256], gC[:64, :256], op, device="cuda")   # kernels compile
+    cp.cuda.Device().synchronize()
+    t = time.perf_counter()
+    D = evaluate_gemm(gA, gB, gC, op, device="cuda")
+    cp.cuda.Device().synchronize()
+    secs = time.perf_counter() - t
+    D = cp.asnumpy(D)
+    same = all(np.array_equal(evaluate_gemm(A[i:i + 64], B[:, j:j + 256], C[i:i + 64, j:j + 256], op),
+                              D[i:i + 64, j:j + 256]) for i, j in ((0, 0), (n - 64, n - 256)))
+    return {"form": op, "n": n, "gpu_seconds": round(secs, 2), "goal_seconds": 30,
+            "macs_per_s": n ** 3 / secs, "two_tiles_equal_cpu": same}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cpu", action="store_true")
+    ap.add_argument("--gpu", action="store_true")
+    ap.add_argument("--gemm", type=int, default=0)
+    ap.add_argument("--T", type=int, default=16)
+    ap.add_argument("--json")
+    a = ap.parse_args(argv)
+    rec = {}
+    if a.cpu:
+        base = baseline()
+        rows = []
+        for f in wgmma_forms():
+            r = cpu_rate(f, a.T)
+            rows.append({"form": f.opcode, "macs_per_s": r, "meets": r >= GOAL_CPU})
+            print(f"{f.opcode:60s} {r:14,.0f} MAC/s {'ok' if r >= GOAL_CPU else 'BELOW GOAL'}", flush=True)
+        rec["cpu"] = {"baseline_m16n8k16_f16_macs_per_s": base, "goal": GOAL_CPU, "forms": rows,
+                      "below_goal": [r["form"] for r in rows if not r["meets"]]}
+        print(f"baseline (mma m16n8k16 f16->f32, same run): {base:,.0f} MAC/s; "
+              f"{len(rows) - len(rec['cpu']['below_goal'])} of {len(rows)} forms >= {GOAL_CPU:.0e}")
+    if a.gpu:
+        from formal.catalog import parse
+
+        g = {}
+        for op in ("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16",
+                   "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3"):
+            r = cpu_rate(parse(op), 2048, device="cuda")
+            g[op] = r
+            print(f"GPU {op}: {r:,.3e} MAC/s (goal {GOAL_GPU:.1e})", flush=True)
+        rec["gpu"] = g
+    if a.gemm:
+        rec["gemm"] = gpu_gemm(a.gemm)
+        print(rec["gemm"], flush=True)
+    if a.json:
+        json.dump(rec, open(a.json, "w"), indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
