@@ -60,14 +60,18 @@ def cpu_rate(f, T, device=None):
     if f.dtype == "s32":
         C = rng.integers(0, 1 << 31, (T, M, N)).astype(np.uint32)
     macs = T * M * N * K // (2 if f.is_sparse else 1)
-    if device:
+    if device:                # arrays held on the GPU: the arithmetic core, as a GEMM step runs it
         import cupy as cp
 
+        from formal.evaluate import _wgmma_kw
+
+        kw = _wgmma_kw(f, "sm_90")
+        kw.pop("sparse")
         A, B, C = cp.asarray(A), cp.asarray(B), cp.asarray(C)
-        wgmma_matrices(f, A[:2], B[:2], C[:2], device=device)
+        mma_matrices(A[:2], B[:2], C[:2], **kw)
         cp.cuda.Device().synchronize()
         t = time.perf_counter()
-        wgmma_matrices(f, A, B, C, device=device)
+        mma_matrices(A, B, C, **kw)
         cp.cuda.Device().synchronize()
         return macs / (time.perf_counter() - t)
     wgmma_matrices(f, A[:1], B[:1], C[:1])
