@@ -119,15 +119,7 @@ def test_contract_reference_tells_right_from_wrong():
 def test_lint_all_legal(module):
     kernel = engine("parse_module", "lint")
     mod = kernel.parse_module((CORPUS / module).read_text(), path=module)
-    if module in UNSUPPORTED_MODULES:                   # wgmma: reported with its line, never guessed
-        try:
-            findings = kernel.lint(mod)
-        except Exception as e:
-            assert type(e).__name__ == "Unsupported" and "wgmma" in str(e) and e.line > 0, e
-            return
-        findings = [f for f in findings if "wgmma" not in f.instruction]
-    else:
-        findings = kernel.lint(mod)
+    findings = kernel.lint(mod)                         # wgmma included (the catalog's legality)
     assert findings, "lint found no matrix instruction"
     bad = [f for f in findings if not f.legal]
     assert not bad, [(f.line, f.instruction, f.reasons) for f in bad]
