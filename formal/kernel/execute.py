@@ -18,7 +18,7 @@ from .memory import (_SPACES, _bytes_to_val, _check_align, _read_bytes, _shared_
                      _write_bytes, addresses, resolve)
 from .parse import Addr, Imm, Instr, Pair, Reg, Sym, Unsupported, Vec
 
-_NOOP = ("membar", "fence", "prefetch", "prefetchu", "griddepcontrol", "nanosleep", "pmevent", "trap", "brkpt")
+_NOOP = ("membar", "prefetch", "prefetchu", "griddepcontrol", "nanosleep", "pmevent", "trap", "brkpt")
 
 
 def execute(m, p: int, ins: Instr, exe: np.ndarray, mask: np.ndarray):
@@ -141,6 +141,10 @@ def _bar(m, p, ins, exe):
     if "warp" in parts:                 # bar.warp.sync: orders memory among the warp's threads
         m.wepoch[np.unique(m.gwarp[exe])] += 1
         return None
+    if "cluster" in parts:              # a 1-CTA cluster (the only ones executed): the CTA's threads
+        if "arrive" in parts:           # arrive releases, wait acquires: the wait is the barrier
+            return None
+        parts = [x for x in parts if x != "wait"]
     if "arrive" in parts or "red" in parts:
         raise Unsupported(ins.line, ins.text, "bar.arrive / bar.red")
     if len(ins.ops) > 1:
@@ -963,6 +967,80 @@ def _wmma(m, p, ins, exe):
     return wmma(m, p, ins, exe, _warps(m, ins, exe), _thread_ids)
 
 
+def _wgmma(m, p, ins, exe):
+    from .wgmma import wgmma
+    return wgmma(m, p, ins, exe)
+
+
+def _fence(m, p, ins, exe):
+    """fence.proxy.async orders the thread's generic-proxy accesses before later async-proxy ones
+    (asynchrony.py); the other fences (fence.sc / acq_rel, fence.mbarrier_init, fence.proxy.tensormap)
+    order nothing the interpreter does not already execute in order."""
+    parts = ins.parts
+    if len(parts) > 2 and parts[1] == "proxy" and parts[2] == "async":
+        m.asy.proxy_fence(exe)
+    return None
+
+
+def _elect(m, p, ins, exe):
+    """elect.sync d|p, membermask: one leader among the executing lanes of membermask; which one PTX
+    leaves open (9.7.13.13), the interpreter takes the lowest (every lane learns its laneid)."""
+    parts = ins.parts
+    if "sync" not in parts or len(ins.ops) != 2 or not isinstance(ins.ops[0], Pair):
+        raise Unsupported(ins.line, ins.text, "elect.sync d|p, membermask")
+    gw = _warps(m, ins, exe)
+    tids = _thread_ids(m, gw)
+    mask = m.value(ins.ops[1], ins, 32)[tids].astype(np.int64) & 0xFFFFFFFF
+    lane = np.arange(32)[None, :]
+    ex = exe[tids]
+    inmask = ((mask >> lane) & 1) == 1
+    if (ex & ~inmask).any():
+        w, l = map(int, np.argwhere(ex & ~inmask)[0])
+        m.witness("undefined", ins, tids[w, l], arrived="the executing lane is not in membermask",
+                  wanted="membermask includes every executing lane (9.7.13.13)")
+    cand = ex & inmask
+    leader = np.where(cand.any(axis=1), np.argmax(cand, axis=1), 0)
+    d, pr = ins.ops[0].first, ins.ops[0].second
+    if isinstance(d, Reg):
+        out = np.zeros(m.T, U64)
+        out[tids] = leader[:, None].astype(U64)
+        m.put(_reg(d, ins), out, exe, ins, None, p)
+    pv = np.zeros(m.T, bool)
+    pv[tids] = cand & (lane == leader[:, None])
+    m.put(_reg(pr, ins), pv, exe, ins, None, p)
+    return None
+
+
+def _setmaxnreg(m, p, ins, exe):
+    """setmaxnreg.{inc,dec}.sync.aligned.u32 N: a register-allocation hint for the warpgroup; no
+    effect on values.  Checked: N in 24..256, a multiple of 8, executed by whole warpgroups."""
+    from .wgmma import warpgroups
+    n = ins.ops[0] if ins.ops else None
+    if not isinstance(n, Imm):
+        raise Unsupported(ins.line, ins.text, "setmaxnreg takes an integer constant")
+    warpgroups(m, ins, exe)
+    v = int(n.value)
+    if not (24 <= v <= 256 and v % 8 == 0):
+        m.witness("undefined", ins, int(np.flatnonzero(exe)[0]), arrived=f"imm-reg-count {v}",
+                  wanted="a register count in 24..256, a multiple of 8 (9.7.19.5)")
+    return None
+
+
+def _mapa(m, p, ins, exe):
+    """mapa.shared::cluster: the address of the same variable in CTA ``rank`` of the cluster.  Only
+    1-CTA clusters are executed: rank 0 is this CTA (the address is unchanged)."""
+    if "shared::cluster" not in ins.parts:
+        raise Unsupported(ins.line, ins.text, "mapa of generic addresses")
+    t = _t(ins)
+    a = m.value(ins.ops[1], ins, V.type_bits(t))
+    rank = m.value(ins.ops[2], ins, 32)
+    bad = exe & (rank != 0)
+    if bad.any():
+        raise Unsupported(ins.line, ins.text, "a CTA rank other than 0: multi-CTA clusters are not executed")
+    _scalar_write(m, ins, p, exe, ins.ops[0], a)
+    return None
+
+
 def _unsupported(m, p, ins, exe):
     raise Unsupported(ins.line, ins.text)
 
@@ -978,7 +1056,8 @@ _HANDLERS = {
     "setp": _setp, "selp": _selp, "mov": _mov, "cvt": _cvt, "cvta": _cvta,
     "ld": _ld, "ldu": _ld, "st": _st, "cp": _cp,
     "ldmatrix": _ldmatrix, "stmatrix": _ldmatrix, "movmatrix": _movmatrix, "shfl": _shfl, "prmt": _prmt,
-    "mma": _mma, "wmma": _wmma, "wgmma": _unsupported, "tcgen05": _unsupported, "mbarrier": _unsupported,
+    "mma": _mma, "wmma": _wmma, "wgmma": _wgmma, "fence": _fence, "elect": _elect,
+    "setmaxnreg": _setmaxnreg, "mapa": _mapa, "tcgen05": _unsupported, "mbarrier": _unsupported,
     "call": _unsupported, "atom": _unsupported, "red": _unsupported, "vote": _vote,
     "createpolicy": _createpolicy, "activemask": _activemask,
     "ex2": _int_or_float, "lg2": _int_or_float, "rcp": _int_or_float, "rsqrt": _int_or_float,

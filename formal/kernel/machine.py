@@ -97,6 +97,8 @@ class Region:
             self.writer = np.full(size, -1, dtype=np.int64)
             self.epoch = np.zeros(size, dtype=np.int64)
             self.pending = np.full(size, -1, dtype=np.int64)
+            self.wtime = np.zeros(size, dtype=np.int64)      # step of the last generic-proxy write
+            self.aproxy = np.zeros(size, dtype=bool)         # last written through the async proxy (TMA)
             self.reader = np.full(size, -1, dtype=np.int64)
             self.repoch = np.full(size, -1, dtype=np.int64)
             self.wwepoch = np.zeros(size, dtype=np.int64)    # warp barrier epoch of the writer at the write
@@ -128,6 +130,9 @@ class Machine:
         self._uin = None                         # origins the current instruction read, per thread
         self.executed = 0
         self._setup_threads(ctas)
+        self.cur_p = -1                          # index of the instruction executing
+        from .asynchrony import AsyncState
+        self.asy = AsyncState(self)              # wgmma groups, in-flight registers, fences (asynchrony.py)
         self._setup_memory(inputs or {})
         self.regs: dict[str, np.ndarray] = {}
         self.tags: dict[str, np.ndarray] = {}
@@ -411,6 +416,19 @@ class Machine:
             return {"%lanemask_lt": (one << l) - one, "%lanemask_le": (one << (l + one)) - one,
                     "%lanemask_eq": one << l, "%lanemask_gt": U64(0xFFFFFFFF) ^ ((one << (l + one)) - one),
                     "%lanemask_ge": U64(0xFFFFFFFF) ^ ((one << l) - one)}[name] & U64(0xFFFFFFFF)
+        # clusters: only 1-CTA clusters are executed (bind refuses others), so each CTA is its cluster
+        if base == "%cluster_ctaid" and ax is not None:
+            return np.zeros(self.T, dtype=U64)
+        if base == "%cluster_nctaid" and ax is not None:
+            return np.ones(self.T, dtype=U64)
+        if base == "%clusterid" and ax is not None:
+            return self.ctaid[ax].astype(U64)
+        if base == "%nclusterid" and ax is not None:
+            return np.full(self.T, sp.grid[ax], dtype=U64)
+        if name in ("%cluster_ctarank",):
+            return np.zeros(self.T, dtype=U64)
+        if name in ("%cluster_nctarank",):
+            return np.ones(self.T, dtype=U64)
         if name.startswith("%") and name not in self.fn.regs:
             if base in ("%tid", "%ntid", "%ctaid", "%nctaid", "%laneid", "%warpid", "%nwarpid", "%smid", "%clock",
                         "%clock64", "%globaltimer", "%nsmid", "%gridid", "%cluster_ctaid", "%clusterid",
@@ -437,6 +455,8 @@ class Machine:
             u = self.udef.get(name)
             if u is not None:
                 self._uin = u.copy() if self._uin is None else np.maximum(self._uin, u)
+            if name in self.asy.watch:
+                self.asy.access(name, ins, self.exe, self.cur_p)
         return v
 
     def _uninit(self, name: str, ins: Instr) -> None:
@@ -556,6 +576,8 @@ class Machine:
                     base = old.copy() if old is not None else np.zeros((self.T, nb), np.int64)
                     base[mask] = tg[mask]
                     self.tags[name] = base
+        if name in self.asy.watch:
+            self.asy.access(name, ins, mask, idx)
         lw = self.lastw.get(name)
         if lw is None:
             lw = self.lastw[name] = np.full(self.T, -1, dtype=np.int32)
@@ -658,6 +680,7 @@ class Machine:
                 raise StepLimit(ins.line, ins.text, max_steps)
             self.executed += 1
             self.exe = exe
+            self.cur_p = p
             jump = execute(self, p, ins, exe, mask)
             if jump is None and ins.head not in ("ret", "exit"):
                 if uniform:

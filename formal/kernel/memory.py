@@ -149,6 +149,7 @@ def _write_bytes(m, ins, p, space, addr, tidx, data, tg, pending=None, udef=None
     for reg, tt, flat, sp, rows in resolve(m, ins, space, addr, tidx, n):
         idx2 = flat[:, None] + np.arange(n)[None, :]
         if sp == "shared":
+            m.asy.check_overwrite(ins, idx2, tt)
             # WAR: another thread read this byte in the current barrier epoch
             rd = reg.reader[idx2]
             warp_ordered = (m.gwarp[np.maximum(rd, 0)] == m.gwarp[tt][:, None]) & \
@@ -178,6 +179,8 @@ def _write_bytes(m, ins, p, space, addr, tidx, data, tg, pending=None, udef=None
         if hasattr(reg, "writer"):
             reg.writer[idx2] = tt[:, None]
         if sp == "shared":
+            reg.wtime[idx2] = m.executed
+            reg.aproxy[idx2] = False
             reg.wwepoch[idx2] = m.wepoch[m.gwarp[tt]][:, None]
             reg.epoch[idx2] = m.epoch[m.slot[tt]][:, None]
             reg.pending[idx2] = -1 if pending is None else pending[rows][:, None]
