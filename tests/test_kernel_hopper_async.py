@@ -73,3 +73,42 @@ def test_the_unmutated_kernels_have_no_hazard():
     for name in ("tri_ptr_f16_w4", "cute_gmma_ss_f16", "cute_gmma_rs_f16"):
         out = kernel.run(kernel.parse_module((CORPUS / f"{name}.ptx").read_text()), spec(name), inputs(name, 0))
         assert not out.witnesses and not compare(name, 0, out)
+
+
+# ---- TMA and mbarriers: (kernel, line, replacement, witness kind, a line the witness names)
+TMA_CASES = {
+    # the producer's arrive.expect_tx of stage 0 dropped: the phase never completes
+    "dropped_arrive": ("tri_tma_f16_w4", 100, "// arrive.expect_tx dropped", "deadlock", 111),
+    # expect_tx half the bytes: the phase completes with the first copy, the second copy's bytes
+    # belong to the next phase: the consumer reads them before waiting for it
+    "expect_tx_too_small": ("tri_tma_f16_w4", 100, "@%p4 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r5], 8192;",
+                            "async-pending", 121),
+    # the consumer does not wait: it reads the TMA destination before the copy's phase completes
+    "no_wait": ("tri_tma_f16_w4", 248, "mov.pred complete, -1;", "async-pending", 121),
+    # no proxy fence between the epilogue's st.shared and the TMA store that reads it
+    "no_proxy_fence_before_tma_store": ("tri_tma_f16_w4", 426, "// fence.proxy.async dropped", "proxy-fence", 416),
+    # warp-specialised: a consumer's release of a stage dropped: the producer waits forever
+    "ws_dropped_release": ("tri_ws_f16_w4", 663, "// consumer arrive dropped", "deadlock", 227),
+    # warp-specialised: expect_tx of 16 KiB for 24 KiB of copies: the full barrier never completes
+    "ws_expect_tx_wrong": ("tri_ws_f16_w4", 251, "@%p50 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r149], 16384;",
+                           "deadlock", 251),
+}
+
+
+def _line_mutant(name, line, new):
+    lines = (CORPUS / f"{name}.ptx").read_text().splitlines()
+    lines[line - 1] = "\t" + new
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("case", sorted(TMA_CASES))
+def test_tma_hazard_is_named(case):
+    name, line, new, kind, named = TMA_CASES[case]
+    out = kernel.run(kernel.parse_module(_line_mutant(name, line, new)), spec(name), inputs(name, 0),
+                     max_steps=20000)
+    ws = [w for w in out.witnesses if w.kind == kind]
+    assert ws, [(w.kind, w.line) for w in out.witnesses]
+    w = ws[0]
+    assert w.line == named or named in [p[0] for p in w.path], (w.line, w.path)
+    if kind == "deadlock":
+        assert "no thread can run" in w.arrived and compare(name, 0, out)      # the outputs are never written

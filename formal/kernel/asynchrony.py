@@ -50,10 +50,17 @@ class AsyncState:
         self.touch_at: dict[str, np.ndarray] = {}       # ... and its instruction index
         self.pfence = np.full(T, -1, np.int64)
         self.in_wgmma = False
+        self.setmaxnreg: dict[int, list] = {}          # warp -> instruction index of each setmaxnreg
         # shared bytes an in-flight wgmma reads: the issuing warpgroup's thread 0 and its group
         self.rd_thread = None                           # [shared bytes] (lazily)
         self.rd_group = None
         self.rd_at = None
+        # bulk async-groups (TMA stores): committed / waited for, and the shared bytes they read
+        self.bk_commit = np.zeros(T, np.int64)
+        self.bk_done = np.zeros(T, np.int64)
+        self.bk_thread = None
+        self.bk_group = None
+        self.bk_at = None
         watch: set[str] = set()
         for ins in m.instrs:
             if ins.head == "wgmma" and ins.form is not None and ins.form.family == "wgmma":
@@ -154,25 +161,43 @@ class AsyncState:
         self.rd_group[flat] = self.wg_commit[reader]
         self.rd_at[flat] = p
 
+    def bulk_reading(self, p: int, flat: np.ndarray, t: int) -> None:
+        """A TMA store issued by thread ``t`` reads shared bytes ``flat`` until its bulk group is waited for."""
+        m = self.m
+        if self.bk_thread is None:
+            n = m.shared.size
+            self.bk_thread = np.full(n, -1, np.int64)
+            self.bk_group = np.zeros(n, np.int64)
+            self.bk_at = np.full(n, -1, np.int64)
+        self.bk_thread[flat] = t
+        self.bk_group[flat] = self.bk_commit[t]
+        self.bk_at[flat] = p
+
     def check_overwrite(self, ins, idx2: np.ndarray, writer: np.ndarray) -> None:
+        self._overwrite(ins, idx2, writer, self.rd_thread, self.rd_group, self.rd_at, self.wg_done,
+                        "the wgmma.mma_async", "wgmma.wait_group")
+        self._overwrite(ins, idx2, writer, self.bk_thread, self.bk_group, self.bk_at, self.bk_done,
+                        "the TMA store", "cp.async.bulk.wait_group.read")
+
+    def _overwrite(self, ins, idx2, writer, rd_thread, rd_group, rd_at, done, what, waiter) -> None:
         """A write of shared bytes ``idx2`` [k, n] (writer thread per row) while a wgmma that reads
         them is in flight (its group not waited for by the thread that issued it): a witness."""
-        if self.rd_thread is None:
+        if rd_thread is None:
             return
-        t = self.rd_thread[idx2]
-        busy = (t >= 0) & (self.rd_group[idx2] >= self.wg_done[np.maximum(t, 0)])
+        t = rd_thread[idx2]
+        busy = (t >= 0) & (rd_group[idx2] >= done[np.maximum(t, 0)])
         if not busy.any():
             return
         m = self.m
         k, j = (int(x[0]) for x in np.nonzero(busy))
-        src = m.instrs[int(self.rd_at[idx2[k, j]])]
+        src = m.instrs[int(rd_at[idx2[k, j]])]
         r = int(t[k, j])
         m.witness("in-flight", ins, int(writer[k]), "",
-                  f"overwrites shared byte {int(idx2[k, j] % m.S)}, an operand of the wgmma.mma_async at line {src.line} "
+                  f"overwrites shared byte {int(idx2[k, j] % m.S)}, read by {what} at line {src.line} "
                   f"(warp {int(m.warp[r])} of the CTA issued it) that is still in flight",
-                  "wgmma.wait_group covering the wgmma before its shared-memory operands are overwritten",
+                  f"{waiter} covering it before the shared memory it reads is overwritten",
                   path=[(src.line, src.text), (ins.line, ins.text)])
-        self.rd_thread[idx2[busy]] = -1
+        rd_thread[idx2[busy]] = -1
 
     # ------------------------------------------------------------------ proxies
     def proxy_fence(self, exe) -> None:
