@@ -84,7 +84,7 @@ def _module_cases(rng: random.Random) -> list:
         ("call_no_target", sub("\tret;", "\tcall.uni;\n\tret;"), 2, 2),
         ("call_bad_list", sub("\tret;", "\tcall.uni (a, foo;\n\tret;"), 2, 2),
         ("atom", sub("\tbar.sync \t0;", "\tatom.shared.add.u32 \t%r39, [%r8], 1;"), 0, 3),
-        ("wgmma", sub("\tbar.sync \t0;", "\twgmma.fence.sync.aligned;"), 3, 3),
+        ("wgmma", sub("\tbar.sync \t0;", "\twgmma.fence.sync.aligned;"), 1, 3),
         ("tma_operand", sub("\tbar.sync \t0;", "\tcp.async.bulk.prefetch.tensor.2d.L2.global.tile [%rd1, {%r1, %r2}];"), 0, 3),
         ("undeclared_reg", sub("mov.u32 \t%r1, %tid.x;", "mov.u32 \t%r1, %zz9;"), 0, 3),
         ("sym_init", sub(".visible .entry", ".global .u64 gp = generic(gp);\n.visible .entry"), 0, 0),

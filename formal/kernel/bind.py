@@ -88,6 +88,9 @@ def check_launch(fn: Function, spec: KernelSpec) -> None:
         if blk[0] * blk[1] * blk[2] > lim:
             raise SpecError(f"{spec.source}: block = {list(blk)} has {blk[0] * blk[1] * blk[2]} threads, but {fn.name} "
                             f"declares .maxntid {', '.join(map(str, d['maxntid']))} (line {fn.line}): at most {lim}")
+    if spec.cluster != (1, 1, 1):
+        raise Unsupported(fn.line, f".entry {fn.name}", f"a launch with {list(spec.cluster)} CTAs per cluster: only "
+                                                        "1-CTA clusters are executed")
     cl = d.get("reqnctapercluster")
     if "explicitcluster" in d or (cl and cl[0] * (cl[1] if len(cl) > 1 else 1) * (cl[2] if len(cl) > 2 else 1) > 1):
         raise Unsupported(fn.line, f".entry {fn.name}", "a cluster launch (.explicitcluster / .reqnctapercluster): "
@@ -111,6 +114,15 @@ def _syms(ops):
             yield o.base
         elif isinstance(o, Vec):
             yield from _syms(o.items)
+
+
+TENSORMAP_BYTES = 128
+
+
+def tensormap_marker(i: int) -> bytes:
+    """The bytes standing for tensor map ``i`` in the parameter block (never read as data by a
+    correct kernel: tensormap operands are looked up by address)."""
+    return (b"PTXFTMAP" + i.to_bytes(8, "little")) * (TENSORMAP_BYTES // 16)
 
 
 def param_block(mod: Module, fn: Function, spec: KernelSpec, pointers: dict) -> tuple[dict, bytes]:
@@ -137,7 +149,16 @@ def param_block(mod: Module, fn: Function, spec: KernelSpec, pointers: dict) -> 
         o = offs[p.name] + start
         blob[o:o + len(data)] = data
 
+    for t in spec.tensormaps:
+        i, p = _param(fn, t.param, spec, f"tensormap of {t.buffer}")
+        if t.offset + TENSORMAP_BYTES > p.size:
+            raise SpecError(f"{spec.source}: the tensor map of {t.buffer} at byte {t.offset} of {p.name} needs "
+                            f"{TENSORMAP_BYTES} bytes; {p.name} has {p.size}")
+        # the map's bytes are opaque (the driver's encoding): the interpreter finds the map by its address
+        put(i, p, t.offset, tensormap_marker(spec.tensormaps.index(t)), f"the tensor map of {t.buffer}")
     for b in spec.buffers:
+        if not b.param:                      # reached through a tensor map only
+            continue
         i, p = _param(fn, b.param, spec, f"buffer {b.name}")
         if p.size < _POINTER_BYTES:
             raise SpecError(f"{spec.source}: buffer {b.name}: parameter {p.name} has {p.size} bytes, too small "

@@ -18,7 +18,7 @@ from .memory import (_SPACES, _bytes_to_val, _check_align, _read_bytes, _shared_
                      _write_bytes, addresses, resolve)
 from .parse import Addr, Imm, Instr, Pair, Reg, Sym, Unsupported, Vec
 
-_NOOP = ("membar", "fence", "prefetch", "prefetchu", "griddepcontrol", "nanosleep", "pmevent", "trap", "brkpt")
+_NOOP = ("membar", "prefetch", "prefetchu", "griddepcontrol", "nanosleep", "pmevent", "trap", "brkpt")
 
 
 def execute(m, p: int, ins: Instr, exe: np.ndarray, mask: np.ndarray):
@@ -33,7 +33,7 @@ def execute(m, p: int, ins: Instr, exe: np.ndarray, mask: np.ndarray):
                 raise Unsupported(ins.line, ins.text, "trap executed")
             return None
         raise Unsupported(ins.line, ins.text, f"instruction {h} is not modelled")
-    if not exe.any() and h not in ("bar", "barrier"):
+    if not exe.any():
         return None
     try:
         return f(m, p, ins, exe)
@@ -137,25 +137,51 @@ def _ret(m, p, ins, exe):
 
 
 def _bar(m, p, ins, exe):
+    """bar.sync / barrier.sync [id[, count]], bar.arrive, barrier.cluster (a 1-CTA cluster: the
+    CTA's threads) through formal.kernel.barriers: a thread waits (is parked) until the barrier
+    completes.  The .aligned forms (bar.sync, barrier.sync.aligned, barrier.cluster.*.aligned)
+    must be executed by whole warps."""
     parts = ins.parts
     if "warp" in parts:                 # bar.warp.sync: orders memory among the warp's threads
         m.wepoch[np.unique(m.gwarp[exe])] += 1
         return None
-    if "arrive" in parts or "red" in parts:
-        raise Unsupported(ins.line, ins.text, "bar.arrive / bar.red")
-    if len(ins.ops) > 1:
-        raise Unsupported(ins.line, ins.text, "barrier with a thread count")
-    slots = np.unique(m.slot[exe])
-    here = np.zeros(len(m.ctas), bool)
-    here[slots] = True
-    bad = m.alive & ~exe & here[m.slot]           # one pass over the launch, not one per CTA
-    if bad.any():
-        bt = np.flatnonzero(bad)
-        _, first = np.unique(m.slot[bt], return_index=True)
-        for t in bt[first]:
-            m.witness("undefined", ins, int(t), arrived="this thread of the CTA does not execute the barrier",
-                      wanted="every live thread of the CTA reaches bar.sync (9.7.13.1)")
-    m.epoch[slots] += 1
+    if "red" in parts:
+        raise Unsupported(ins.line, ins.text, "bar.red")
+    if not exe.any():
+        return None
+    if "cluster" in parts:              # arrive releases, wait acquires: the wait is the CTA barrier
+        if "arrive" in parts:
+            return None
+        bar_id, count, wait = "cluster", None, True
+    else:
+        ops = ins.ops
+        if not ops:
+            raise Unsupported(ins.line, ins.text, "a barrier without its id")
+        idv = m.value(ops[0], ins, 32)[exe]
+        if (idv != idv[0]).any():
+            raise Unsupported(ins.line, ins.text, "barrier ids that differ between threads")
+        bar_id = int(idv[0])
+        count = None
+        if len(ops) > 1:
+            cv = m.value(ops[1], ins, 32)[exe]
+            if (cv != cv[0]).any():
+                raise Unsupported(ins.line, ins.text, "barrier thread counts that differ between threads")
+            count = int(cv[0])
+            if count % 32 or count <= 0:
+                m.witness("undefined", ins, int(np.flatnonzero(exe)[0]), arrived=f"thread count {count}",
+                          wanted="a positive multiple of the warp size (9.7.13.1)")
+        wait = "arrive" not in parts
+    aligned = ins.head == "bar" or "aligned" in parts
+    if aligned:                         # whole warps, or undefined behaviour
+        gw = np.unique(m.gwarp[exe])
+        inw = np.zeros(m.T // 32 + 1, bool)
+        inw[gw] = True
+        bad = m.alive & ~exe & inw[m.gwarp] & m.valid
+        if bad.any():
+            m.witness("undefined", ins, int(np.flatnonzero(bad)[0]),
+                      arrived="this thread of the warp does not execute the barrier with its warp",
+                      wanted="every live thread of a warp executes an .aligned barrier together (9.7.13.1)")
+    m.barriers.bar(ins, p, exe, bar_id, count, wait)
     return None
 
 
@@ -702,8 +728,18 @@ def _st(m, p, ins, exe):
 
 def _cp(m, p, ins, exe):
     parts = ins.parts
-    if parts[1] != "async" or "bulk" in parts:
-        raise Unsupported(ins.line, ins.text, "only cp.async (non-bulk) is modelled")
+    if parts[1] == "async" and "bulk" in parts:
+        from . import tma
+        if "tensor" in parts:
+            if "prefetch" in parts:                      # a cache hint, on a map the spec must describe
+                tma._map_of(m, ins, ins.ops[0], np.flatnonzero(exe))
+                return None
+            return tma.bulk_tensor(m, p, ins, exe)
+        if "commit_group" in parts or "wait_group" in parts:
+            return tma.bulk_group(m, p, ins, exe)
+        return tma.bulk_copy(m, p, ins, exe)
+    if parts[1] != "async":
+        raise Unsupported(ins.line, ins.text, "only cp.async and cp.async.bulk are modelled")
     if not hasattr(m, "commit"):
         m.commit = np.zeros(m.T, dtype=np.int64)
         m.done = np.zeros(m.T, dtype=np.int64)
@@ -963,6 +999,101 @@ def _wmma(m, p, ins, exe):
     return wmma(m, p, ins, exe, _warps(m, ins, exe), _thread_ids)
 
 
+def _wgmma(m, p, ins, exe):
+    from .wgmma import wgmma
+    return wgmma(m, p, ins, exe)
+
+
+def _fence(m, p, ins, exe):
+    """fence.proxy.async orders the thread's generic-proxy accesses before later async-proxy ones
+    (asynchrony.py); the other fences (fence.sc / acq_rel, fence.mbarrier_init, fence.proxy.tensormap)
+    order nothing the interpreter does not already execute in order."""
+    parts = ins.parts
+    if len(parts) > 2 and parts[1] == "proxy" and parts[2] == "async":
+        m.asy.proxy_fence(exe)
+    return None
+
+
+def _elect(m, p, ins, exe):
+    """elect.sync d|p, membermask: one leader among the executing lanes of membermask; which one PTX
+    leaves open (9.7.13.13), the interpreter takes the lowest (every lane learns its laneid)."""
+    parts = ins.parts
+    if "sync" not in parts or len(ins.ops) != 2 or not isinstance(ins.ops[0], Pair):
+        raise Unsupported(ins.line, ins.text, "elect.sync d|p, membermask")
+    gw = _warps(m, ins, exe)
+    tids = _thread_ids(m, gw)
+    mask = m.value(ins.ops[1], ins, 32)[tids].astype(np.int64) & 0xFFFFFFFF
+    lane = np.arange(32)[None, :]
+    ex = exe[tids]
+    inmask = ((mask >> lane) & 1) == 1
+    if (ex & ~inmask).any():
+        w, l = map(int, np.argwhere(ex & ~inmask)[0])
+        m.witness("undefined", ins, tids[w, l], arrived="the executing lane is not in membermask",
+                  wanted="membermask includes every executing lane (9.7.13.13)")
+    cand = ex & inmask
+    leader = np.where(cand.any(axis=1), np.argmax(cand, axis=1), 0)
+    d, pr = ins.ops[0].first, ins.ops[0].second
+    if isinstance(d, Reg):
+        out = np.zeros(m.T, U64)
+        out[tids] = leader[:, None].astype(U64)
+        m.put(_reg(d, ins), out, exe, ins, None, p)
+    pv = np.zeros(m.T, bool)
+    pv[tids] = cand & (lane == leader[:, None])
+    m.put(_reg(pr, ins), pv, exe, ins, None, p)
+    return None
+
+
+def _setmaxnreg(m, p, ins, exe):
+    """setmaxnreg.{inc,dec}.sync.aligned.u32 N: a register-allocation hint; no effect on values.
+    Checked (9.7.19.5): N in 24..256 and a multiple of 8; whole warps; "the same setmaxnreg
+    instruction must be executed by all warps in a warpgroup": the k-th setmaxnreg of each warp of
+    a warpgroup is one instruction (warps may reach it at different times)."""
+    n = ins.ops[0] if ins.ops else None
+    if not isinstance(n, Imm):
+        raise Unsupported(ins.line, ins.text, "setmaxnreg takes an integer constant")
+    gw = _warps(m, ins, exe)
+    v = int(n.value)
+    if not (24 <= v <= 256 and v % 8 == 0):
+        m.witness("undefined", ins, int(np.flatnonzero(exe)[0]), arrived=f"imm-reg-count {v}",
+                  wanted="a register count in 24..256, a multiple of 8 (9.7.19.5)")
+    rounds = m.asy.setmaxnreg
+    for w in gw.tolist():
+        mine = rounds.setdefault(w, [])
+        mine.append(p)
+        k = len(mine) - 1
+        first = w - int(m.warp[w * 32]) % 4
+        for o in range(first, first + 4):
+            other = rounds.get(o)
+            if o != w and other is not None and len(other) > k and other[k] != p:
+                q = m.instrs[other[k]]
+                m.witness("undefined", ins, w * 32, arrived=f"warp {int(m.warp[w * 32])} executes this setmaxnreg as its "
+                          f"setmaxnreg #{k + 1}; warp {int(m.warp[o * 32])} of its warpgroup executed the one at line "
+                          f"{q.line}", wanted="the same setmaxnreg instruction executed by all warps of a warpgroup "
+                          "(9.7.19.5)", path=[(q.line, q.text), (ins.line, ins.text)])
+                break
+    return None
+
+
+def _mapa(m, p, ins, exe):
+    """mapa.shared::cluster: the address of the same variable in CTA ``rank`` of the cluster.  Only
+    1-CTA clusters are executed: rank 0 is this CTA (the address is unchanged)."""
+    if "shared::cluster" not in ins.parts:
+        raise Unsupported(ins.line, ins.text, "mapa of generic addresses")
+    t = _t(ins)
+    a = m.value(ins.ops[1], ins, V.type_bits(t))
+    rank = m.value(ins.ops[2], ins, 32)
+    bad = exe & (rank != 0)
+    if bad.any():
+        raise Unsupported(ins.line, ins.text, "a CTA rank other than 0: multi-CTA clusters are not executed")
+    _scalar_write(m, ins, p, exe, ins.ops[0], a)
+    return None
+
+
+def _mbarrier(m, p, ins, exe):
+    from .barriers import mbarrier
+    return mbarrier(m, p, ins, exe)
+
+
 def _unsupported(m, p, ins, exe):
     raise Unsupported(ins.line, ins.text)
 
@@ -978,7 +1109,8 @@ _HANDLERS = {
     "setp": _setp, "selp": _selp, "mov": _mov, "cvt": _cvt, "cvta": _cvta,
     "ld": _ld, "ldu": _ld, "st": _st, "cp": _cp,
     "ldmatrix": _ldmatrix, "stmatrix": _ldmatrix, "movmatrix": _movmatrix, "shfl": _shfl, "prmt": _prmt,
-    "mma": _mma, "wmma": _wmma, "wgmma": _unsupported, "tcgen05": _unsupported, "mbarrier": _unsupported,
+    "mma": _mma, "wmma": _wmma, "wgmma": _wgmma, "fence": _fence, "elect": _elect,
+    "setmaxnreg": _setmaxnreg, "mapa": _mapa, "mbarrier": _mbarrier, "tcgen05": _unsupported,
     "call": _unsupported, "atom": _unsupported, "red": _unsupported, "vote": _vote,
     "createpolicy": _createpolicy, "activemask": _activemask,
     "ex2": _int_or_float, "lg2": _int_or_float, "rcp": _int_or_float, "rsqrt": _int_or_float,

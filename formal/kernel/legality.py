@@ -29,7 +29,7 @@ class Finding:
                 "warnings": self.warnings}
 
 _MATRIX_MOVES = ("ldmatrix", "stmatrix", "movmatrix")
-_OUT_OF_SCOPE = ("wgmma", "tcgen05")
+_OUT_OF_SCOPE = ("tcgen05",)
 
 
 def _ver(v: str) -> tuple[int, int]:
@@ -53,14 +53,18 @@ def lint_module(mod: Module) -> list:
         seen.add((ins.line, ins.text))
         h = ins.head
         if h in _OUT_OF_SCOPE:
-            raise Unsupported(ins.line, ins.text, f"{h} is outside the catalog (warpgroup / tensor-memory MMA)")
-        if h in ("mma", "wmma"):
+            raise Unsupported(ins.line, ins.text, f"{h} is outside the catalog (tensor-memory MMA)")
+        if h in ("mma", "wmma", "wgmma"):
             if tgt is None:
                 out.append(Finding(ins.line, ins.text, False, [bad_target]))
                 continue
             try:
-                res = catalog.legality(ins.form, tgt.name, mod.version, sel=ins.imm.get("sel"),
-                                       scale_a=ins.imm.get("scale_a"), scale_b=ins.imm.get("scale_b"))
+                if h == "wgmma":       # the A source is the operand list's (parse_instruction decided it)
+                    imm = {k: v for k, v in ins.imm.items() if k != "sel" and not isinstance(v, str)}
+                    res = catalog.legality(ins.form, tgt.name, mod.version, sel=ins.imm.get("sel"), imm=imm)
+                else:
+                    res = catalog.legality(ins.form, tgt.name, mod.version, sel=ins.imm.get("sel"),
+                                           scale_a=ins.imm.get("scale_a"), scale_b=ins.imm.get("scale_b"))
             except catalog.BadArgument as e:
                 out.append(Finding(ins.line, ins.text, False, [str(e)]))
                 continue
@@ -103,7 +107,12 @@ def _operand_vectors(ins) -> dict:
     """{catalog operand name: Vec} of an mma / wmma instruction."""
     from .parse import Vec
     fam = ins.form.family
-    if fam in ("mma", "mma.sp", "wmma.mma"):
+    if fam == "wgmma":
+        from ..catalog import wgmma_operand_names
+        names = tuple(wgmma_operand_names(ins.form))
+    elif fam.startswith("wgmma"):
+        return {}
+    elif fam in ("mma", "mma.sp", "wmma.mma"):
         names = ("d", "a", "b", "c")
     elif fam == "wmma.load":
         names = ("r",)

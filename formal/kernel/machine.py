@@ -97,6 +97,8 @@ class Region:
             self.writer = np.full(size, -1, dtype=np.int64)
             self.epoch = np.zeros(size, dtype=np.int64)
             self.pending = np.full(size, -1, dtype=np.int64)
+            self.wtime = np.zeros(size, dtype=np.int64)      # step of the last generic-proxy write
+            self.aproxy = np.zeros(size, dtype=bool)         # last written through the async proxy (TMA)
             self.reader = np.full(size, -1, dtype=np.int64)
             self.repoch = np.full(size, -1, dtype=np.int64)
             self.wwepoch = np.zeros(size, dtype=np.int64)    # warp barrier epoch of the writer at the write
@@ -128,6 +130,12 @@ class Machine:
         self._uin = None                         # origins the current instruction read, per thread
         self.executed = 0
         self._setup_threads(ctas)
+        self.cur_p = -1                          # index of the instruction executing
+        from .asynchrony import AsyncState
+        from .barriers import Barriers
+        self.asy = AsyncState(self)              # wgmma groups, in-flight registers, fences (asynchrony.py)
+        self.barriers = Barriers(self)           # CTA barriers and mbarriers (barriers.py)
+        self.stay = None
         self._setup_memory(inputs or {})
         self.regs: dict[str, np.ndarray] = {}
         self.tags: dict[str, np.ndarray] = {}
@@ -261,6 +269,8 @@ class Machine:
                                                          self.buffers[:len(sp.buffers)]})
         self.params = Region("param", max(len(blob), 1), self.check)
         self.params.data[:len(blob)] = np.frombuffer(bytes(blob), dtype=np.uint8)
+        from .tma import tensormap_table
+        self.tmaps = tensormap_table(self)       # address of each [[tensormap]] -> the map
 
     def _write_buffer(self, b, o, arr):
         eb = b.bits // 8
@@ -411,6 +421,19 @@ class Machine:
             return {"%lanemask_lt": (one << l) - one, "%lanemask_le": (one << (l + one)) - one,
                     "%lanemask_eq": one << l, "%lanemask_gt": U64(0xFFFFFFFF) ^ ((one << (l + one)) - one),
                     "%lanemask_ge": U64(0xFFFFFFFF) ^ ((one << l) - one)}[name] & U64(0xFFFFFFFF)
+        # clusters: only 1-CTA clusters are executed (bind refuses others), so each CTA is its cluster
+        if base == "%cluster_ctaid" and ax is not None:
+            return np.zeros(self.T, dtype=U64)
+        if base == "%cluster_nctaid" and ax is not None:
+            return np.ones(self.T, dtype=U64)
+        if base == "%clusterid" and ax is not None:
+            return self.ctaid[ax].astype(U64)
+        if base == "%nclusterid" and ax is not None:
+            return np.full(self.T, sp.grid[ax], dtype=U64)
+        if name in ("%cluster_ctarank",):
+            return np.zeros(self.T, dtype=U64)
+        if name in ("%cluster_nctarank",):
+            return np.ones(self.T, dtype=U64)
         if name.startswith("%") and name not in self.fn.regs:
             if base in ("%tid", "%ntid", "%ctaid", "%nctaid", "%laneid", "%warpid", "%nwarpid", "%smid", "%clock",
                         "%clock64", "%globaltimer", "%nsmid", "%gridid", "%cluster_ctaid", "%clusterid",
@@ -437,6 +460,8 @@ class Machine:
             u = self.udef.get(name)
             if u is not None:
                 self._uin = u.copy() if self._uin is None else np.maximum(self._uin, u)
+            if name in self.asy.watch:
+                self.asy.access(name, ins, self.exe, self.cur_p)
         return v
 
     def _uninit(self, name: str, ins: Instr) -> None:
@@ -556,6 +581,8 @@ class Machine:
                     base = old.copy() if old is not None else np.zeros((self.T, nb), np.int64)
                     base[mask] = tg[mask]
                     self.tags[name] = base
+        if name in self.asy.watch:
+            self.asy.access(name, ins, mask, idx)
         lw = self.lastw.get(name)
         if lw is None:
             lw = self.lastw[name] = np.full(self.T, -1, dtype=np.int32)
@@ -616,16 +643,20 @@ class Machine:
 
     # ------------------------------------------------------------------ run
     def run(self, max_steps: int | None = None) -> None:
+        """Min-PC scheduling over the threads that can run: a thread parked at a barrier or an
+        mbarrier wait (formal.kernel.barriers) is not picked until what it waits for happens;
+        when no thread can run and some wait, a ``deadlock`` witness ends the run."""
         from .execute import execute
         n = len(self.instrs)
         pc = np.zeros(self.T, dtype=np.int64)
         alive = self.valid.copy()
-        self.pc, self.alive = pc, alive
+        parked = np.zeros(self.T, dtype=bool)
+        self.pc, self.alive, self.parked = pc, alive, parked
         steps = weight = 0
         max_steps = DEFAULT_MAX_STEPS if max_steps is None else int(max_steps)
         if max_steps < 1:
             raise SpecError(f"the step bound must be at least 1, got {max_steps}")
-        uniform = True
+        uniform = True                       # every live thread at one pc and none parked
         while True:
             if uniform:
                 if not alive.any():
@@ -633,11 +664,16 @@ class Machine:
                 p = int(pc[np.argmax(alive)])
                 mask = alive
             else:
-                live = pc[alive]
-                if live.size == 0:
+                ready = alive & ~parked
+                if not ready.any():
+                    if not alive.any():
+                        break
+                    if self.barriers.resolve():
+                        continue
+                    self.barriers.deadlock()
                     break
-                p = int(live.min())
-                mask = alive & (pc == p)
+                p = int(pc[ready].min())
+                mask = ready & (pc == p)
             if p >= n:
                 alive[mask] = False          # fell off the end: exit
                 uniform = False
@@ -658,21 +694,28 @@ class Machine:
                 raise StepLimit(ins.line, ins.text, max_steps)
             self.executed += 1
             self.exe = exe
+            self.cur_p = p
+            self.stay = None                 # threads of this instruction that wait here (parked)
             jump = execute(self, p, ins, exe, mask)
+            stay = self.stay
+            if stay is not None and not stay.any():
+                stay = None
             if jump is None and ins.head not in ("ret", "exit"):
-                if uniform:
-                    pc += 1
-                else:
-                    pc[mask] += 1
-                continue
-            if jump is not None:
+                if stay is None:
+                    if uniform:
+                        pc += 1
+                    else:
+                        pc[mask] += 1
+                    continue
+                pc[mask & ~stay] += 1
+            elif jump is not None:
                 pc[mask & ~exe] += 1
                 pc[exe] = jump
             else:
                 alive &= ~exe
                 pc[mask & ~exe] += 1
             live = pc[alive]
-            uniform = live.size == 0 or live.min() == live.max()
+            uniform = live.size == 0 or (live.min() == live.max() and not parked[alive].any())
         self.steps = steps
 
 

@@ -94,8 +94,10 @@ def _check_align(m, ins, addr, tidx, size):
 
 
 def _shared_read_checks(m, ins, reg, tt, idx2):
-    """RAW ordering: a byte written by another thread in this barrier epoch, or a cp.async
-    destination whose group has not been waited for."""
+    """RAW ordering: a byte written by another thread in this barrier epoch, a cp.async
+    destination whose group has not been waited for, or a TMA destination whose mbarrier phase
+    the reader has not waited for."""
+    m.barriers.read_check(ins, tt, idx2)
     pend = reg.pending[idx2]
     if (pend >= 0).any():
         k = int(np.flatnonzero((pend >= 0).any(axis=1))[0])
@@ -149,6 +151,8 @@ def _write_bytes(m, ins, p, space, addr, tidx, data, tg, pending=None, udef=None
     for reg, tt, flat, sp, rows in resolve(m, ins, space, addr, tidx, n):
         idx2 = flat[:, None] + np.arange(n)[None, :]
         if sp == "shared":
+            m.asy.check_overwrite(ins, idx2, tt)
+            m.barriers.generic_write(idx2)
             # WAR: another thread read this byte in the current barrier epoch
             rd = reg.reader[idx2]
             warp_ordered = (m.gwarp[np.maximum(rd, 0)] == m.gwarp[tt][:, None]) & \
@@ -178,6 +182,8 @@ def _write_bytes(m, ins, p, space, addr, tidx, data, tg, pending=None, udef=None
         if hasattr(reg, "writer"):
             reg.writer[idx2] = tt[:, None]
         if sp == "shared":
+            reg.wtime[idx2] = m.executed
+            reg.aproxy[idx2] = False
             reg.wwepoch[idx2] = m.wepoch[m.gwarp[tt]][:, None]
             reg.epoch[idx2] = m.epoch[m.slot[tt]][:, None]
             reg.pending[idx2] = -1 if pending is None else pending[rows][:, None]

@@ -894,7 +894,7 @@ def _perf(fn: Function, tail: str, line: int, path) -> None:
             raise PTXSyntaxError(line, f"unknown function directive .{d}", path)
 
 
-_MATRIX = ("mma", "wmma")
+_MATRIX = ("mma", "wmma", "wgmma")
 
 
 class _Body:

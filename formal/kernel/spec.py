@@ -29,6 +29,20 @@ A spec is a small TOML file (or the equivalent dict)::
     # generate = "sparse_meta_2of4" makes make_inputs write legal metadata
     [contract]
     C = "A @ B"                   # also "A @ B + C", "A.T @ B", "A @ B.T"
+    cluster = [1, 1, 1]           # CTAs per cluster (only 1-CTA clusters are executed)
+    [[tensormap]]                 # a CUtensorMap passed by value (TMA), as cuTensorMapEncodeTiled takes it
+    param = "mm_param_0"          # the .param (.align 64 .b8 [128]); offset = byte of the map in it
+    buffer = "A"                  # the buffer whose base address is the map's globalAddress
+    type = "f16"                  # tensorDataType: u8 u16 u32 s32 u64 s64 f16 f32 f64 bf16 f32_ftz tf32 tf32_ftz
+    dims = [256, 128]             # globalDim, innermost first (as CUDA)
+    strides = [512]               # globalStrides in bytes of dims 1 .. rank-1
+    box = [64, 64]                # boxDim, innermost first
+    element_strides = [1, 1]      # default all 1
+    interleave = "none"           # none | 16B | 32B
+    swizzle = "128B"              # none | 32B | 64B | 128B
+    oob_fill = "zero"             # zero | nan (NAN_REQUEST_ZERO_FMA)
+    l2_promotion = "128B"         # none | 64B | 128B | 256B (no effect on values)
+    A buffer reached only through a tensor map needs no ``param``.
 
 Unknown keys are errors naming the closest valid key.  Buffers of rank 3 are batched (``[batch, rows, cols]``); the contract applies per batch.
 Inputs and outputs are raw encodings: unsigned integers of the element's width
@@ -99,6 +113,46 @@ class Contract:
     text: str = ""
 
 
+TENSORMAP_TYPES = {"u8": 1, "u16": 2, "u32": 4, "s32": 4, "u64": 8, "s64": 8, "f16": 2, "f32": 4, "f64": 8,
+                   "bf16": 2, "f32_ftz": 4, "tf32": 4, "tf32_ftz": 4}
+SWIZZLE_BYTES = {"none": 0, "32B": 32, "64B": 64, "128B": 128}
+INTERLEAVE_BYTES = {"none": 0, "16B": 16, "32B": 32}
+
+
+@dataclass(frozen=True)
+class TensorMap:
+    """A CUtensorMap parameter (cuTensorMapEncodeTiled's arguments; dimension 0 innermost)."""
+
+    param: str
+    buffer: str
+    type: str
+    dims: tuple[int, ...]
+    strides: tuple[int, ...]            # bytes, dims 1 .. rank-1
+    box: tuple[int, ...]
+    element_strides: tuple[int, ...]
+    interleave: str = "none"
+    swizzle: str = "none"
+    oob_fill: str = "zero"
+    l2_promotion: str = "none"
+    offset: int = 0                     # byte of the map inside the parameter
+
+    @property
+    def elem_bytes(self) -> int:
+        return TENSORMAP_TYPES[self.type]
+
+    @property
+    def rank(self) -> int:
+        return len(self.dims)
+
+    @property
+    def box_bytes(self) -> int:
+        """Bytes one full-box copy writes to shared memory (out-of-bounds elements included)."""
+        n = self.elem_bytes
+        for b, e in zip(self.box, self.element_strides):
+            n *= -(-b // e)
+        return n
+
+
 @dataclass(frozen=True)
 class KernelSpec:
     entry: str | None
@@ -111,6 +165,8 @@ class KernelSpec:
     extra: Mapping[str, Any] = field(default_factory=dict)
     source: str = "<dict>"
     views: tuple[Buffer, ...] = ()
+    tensormaps: tuple[TensorMap, ...] = ()
+    cluster: tuple[int, int, int] = (1, 1, 1)
 
     def buffer(self, name: str) -> Buffer:
         for b in self.buffers + self.views:
@@ -156,7 +212,10 @@ def _int(v: Any, key: str, src: str, lo: int = 0) -> int:
     return v
 
 
-TOP_KEYS = ("entry", "grid", "block", "shared_bytes", "params", "buffer", "view", "contract", "chained", "note")
+TOP_KEYS = ("entry", "grid", "block", "shared_bytes", "params", "buffer", "view", "contract", "chained", "note",
+            "tensormap", "cluster")
+TENSORMAP_KEYS = ("param", "offset", "buffer", "type", "dims", "strides", "box", "element_strides", "interleave",
+                  "swizzle", "oob_fill", "l2_promotion")
 BUFFER_KEYS = ("name", "param", "offset", "type", "shape", "strides", "sparse", "metadata", "logical_shape",
                "generate", "note", "meaning")
 VIEW_KEYS = ("name", "buffer", "layout", "shape", "strides", "offset", "note")
@@ -200,13 +259,13 @@ def _buffer(d: Any, i: int, src: str) -> Buffer:
     if isinstance(d.get("name"), str) and _NAME.fullmatch(d["name"]):
         where = f"{src}: buffer {d['name']!r}"
     _known_keys(d, BUFFER_KEYS, where)
-    for k in ("name", "param", "type", "shape"):
+    for k in ("name", "type", "shape"):
         if k not in d:
             raise SpecError(f"{where} lacks the key {k!r}")
-    name, param, typ = d["name"], d["param"], d["type"]
+    name, param, typ = d["name"], d.get("param", ""), d["type"]
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise SpecError(f"{where}: name must be an identifier, got {_short(name)}")
-    if not isinstance(param, str) or not (_NAME.fullmatch(param) or re.fullmatch(r"#\d{1,6}", param)):
+    if param != "" and (not isinstance(param, str) or not (_NAME.fullmatch(param) or re.fullmatch(r"#\d{1,6}", param))):
         raise SpecError(f"{where}: param must be a parameter name or '#N', got {_short(param)}")
     if not isinstance(typ, str) or typ.lstrip(".") not in format_table():
         raise SpecError(f"{where}: unknown element type {_short(typ)}; known: {', '.join(sorted(format_table()))}")
@@ -366,7 +425,7 @@ def _load(data: dict, src: str) -> KernelSpec:
     names = [b.name for b in buffers]
     if len(set(names)) != len(names):
         raise SpecError(f"{src}: buffer names repeat: {names}")
-    params_used = [(b.param, b.offset) for b in buffers]
+    params_used = [(b.param, b.offset) for b in buffers if b.param]
     if len(set(params_used)) != len(params_used):
         dup = next(p for p in params_used if params_used.count(p) > 1)
         raise SpecError(f"{src}: two buffers name the same parameter {dup[0]}" + (f" at offset {dup[1]}" if dup[1] else "")
@@ -401,7 +460,77 @@ def _load(data: dict, src: str) -> KernelSpec:
     if not isinstance(chained, list) or any(x not in outs for x in chained):
         raise SpecError(f"{src}: chained must list contract outputs ({', '.join(outs) or 'none'}), got {_short(chained)}")
     extra = {k: v for k, v in data.items() if k in ("chained", "note")}
-    return KernelSpec(entry, grid, block, shared, dict(params), buffers, contracts, extra, src, views)
+    tms = data.get("tensormap", [])
+    if not isinstance(tms, list):
+        raise SpecError(f"{src}: tensor maps are given as [[tensormap]] tables")
+    tensormaps = tuple(_tensormap(t, i, src, bases) for i, t in enumerate(tms))
+    for b in buffers:
+        if not b.param and not any(t.buffer == b.name for t in tensormaps):
+            raise SpecError(f"{src}: buffer {b.name!r} has no param and no [[tensormap]] names it")
+    used = [(t.param, t.offset) for t in tensormaps] + params_used
+    if len(set(used)) != len(used):
+        raise SpecError(f"{src}: two tensor maps / buffers name the same parameter bytes: {used}")
+    cluster = _dim3(data.get("cluster", [1, 1, 1]), "cluster", src)
+    return KernelSpec(entry, grid, block, shared, dict(params), buffers, contracts, extra, src, views, tensormaps,
+                      cluster)
+
+
+def _tensormap(d: Any, i: int, src: str, bases: dict) -> TensorMap:
+    """One [[tensormap]], checked as cuTensorMapEncodeTiled checks its arguments (cuda.h, CUDA 13)."""
+    where = f"{src}: tensormap #{i + 1}"
+    if not isinstance(d, dict):
+        raise SpecError(f"{where} must be a table")
+    _known_keys(d, TENSORMAP_KEYS, where)
+    for k in ("param", "buffer", "type", "dims", "box"):
+        if k not in d:
+            raise SpecError(f"{where} lacks the key {k!r}")
+    param, buf, typ = d["param"], d["buffer"], d["type"]
+    if not isinstance(param, str) or not (_NAME.fullmatch(param) or re.fullmatch(r"#\d{1,6}", param)):
+        raise SpecError(f"{where}: param must be a parameter name or '#N', got {_short(param)}")
+    if buf not in bases:
+        raise SpecError(f"{where}: buffer {_short(buf)} is no [[buffer]] (buffers: {', '.join(bases) or 'none'})")
+    if typ not in TENSORMAP_TYPES:
+        raise SpecError(f"{where}: type {_short(typ)}: one of {', '.join(TENSORMAP_TYPES)}")
+
+    def ints(k, n=None, lo=1, hi=1 << 40):
+        v = d[k]
+        if not isinstance(v, list) or not v or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+            raise SpecError(f"{where}: {k} must be a list of integers, got {_short(v)}")
+        if n is not None and len(v) != n:
+            raise SpecError(f"{where}: {k} has {len(v)} entries, the map's rank needs {n}")
+        if any(not lo <= x <= hi for x in v):
+            raise SpecError(f"{where}: {k} {v}: each in {lo}..{hi}")
+        return tuple(v)
+    dims = ints("dims", None, 1, 1 << 32)
+    rank = len(dims)
+    if rank > 5:
+        raise SpecError(f"{where}: rank {rank}: a tensor map has 1 to 5 dimensions")
+    strides = ints("strides", rank - 1, 16, (1 << 40) - 1) if rank > 1 else ()
+    if rank > 1 and "strides" not in d:
+        raise SpecError(f"{where} lacks the key 'strides' (bytes, dims 1 .. rank-1)")
+    if any(x % 16 for x in strides):
+        raise SpecError(f"{where}: strides {list(strides)} must be multiples of 16 bytes")
+    box = ints("box", rank, 1, 256)
+    es = ints("element_strides", rank, 1, 8) if "element_strides" in d else (1,) * rank
+    opts = {}
+    for k, table, dflt in (("interleave", INTERLEAVE_BYTES, "none"), ("swizzle", SWIZZLE_BYTES, "none"),
+                           ("oob_fill", {"zero": 0, "nan": 1}, "zero"),
+                           ("l2_promotion", {"none": 0, "64B": 1, "128B": 2, "256B": 3}, "none")):
+        v = d.get(k, dflt)
+        if v not in table:
+            raise SpecError(f"{where}: {k} {_short(v)}: one of {', '.join(table)}")
+        opts[k] = v
+    eb = TENSORMAP_TYPES[typ]
+    if opts["interleave"] == "none" and box[0] * eb % 16:
+        raise SpecError(f"{where}: box[0] x {eb} bytes = {box[0] * eb} must be a multiple of 16 (no interleave)")
+    sw = SWIZZLE_BYTES[opts["swizzle"]]
+    if sw and opts["interleave"] == "none" and box[0] * eb > sw:
+        raise SpecError(f"{where}: the inner box dimension ({box[0] * eb} bytes) exceeds the {sw}-byte swizzle span")
+    off = _int(d.get("offset", 0), "tensormap offset", src)
+    if off % 64:
+        raise SpecError(f"{where}: offset {off} must be a multiple of 64 (a CUtensorMap is 64-byte aligned)")
+    return TensorMap(param, buf, typ, dims, strides, box, es, opts["interleave"], opts["swizzle"], opts["oob_fill"],
+                     opts["l2_promotion"], off)
 
 
 def param_value(v: Any, where: str) -> None:
