@@ -143,6 +143,16 @@ def _sparse_args(form: Form, e: Any, sel: Any, T: int) -> tuple[np.ndarray | Non
     return e, as_int(sel, "sel", EvalError)
 
 
+def _sparse_dot(vals, kidx, B, C, kw):
+    """D of a sparse form: stored element c of row m times row kidx[m, c] of B, summed in the
+    stored (hardware) order.  vals, kidx [T, M, K/2]; B [T, K, N]; C [T, M, N]."""
+    from . import numerics
+
+    bt = B[np.arange(B.shape[0])[:, None, None], kidx.astype(np.int64)]     # [T, M, K/2, N]: rows of B
+    at = np.broadcast_to(vals[..., None], bt.shape)
+    return numerics.dot_terms(np.moveaxis(at, 3, 2), np.moveaxis(bt, 3, 2), C, **kw)
+
+
 def _no_scales(form: Form, scale_a: Any, scale_b: Any) -> None:
     if not form.block_scale and (scale_a is not None or scale_b is not None):
         raise EvalError(f"{form.opcode} is not block-scaled: it takes no scale_a / scale_b")
@@ -182,10 +192,7 @@ def evaluate(opcode: str | Form, a, b, c, e=None, sel: int | None = None, arch: 
         from . import metadata
 
         vals, kidx = metadata.gather_terms(form, a, e, sel)        # [T, M, K/2] each, hardware order
-        M, N, _ = form.mnk
-        bt = B[np.arange(B.shape[0])[:, None, None], kidx.astype(np.int64)]     # [T, M, K/2, N]: rows of B
-        at = np.broadcast_to(vals[..., None], bt.shape)
-        D = numerics.dot_terms(np.moveaxis(at, 3, 2), np.moveaxis(bt, 3, 2), C, **kw)       # [T, M, N]
+        D = _sparse_dot(vals, kidx, B, C, kw)                        # [T, M, N]
     else:
         A = layout.unpack(form, "a", a)
         if A.ndim == 4:  # m8n8k4 .f16: four independent products
@@ -238,9 +245,7 @@ def evaluate_matrices(opcode: str | Form, A, B, C, arch: str = "sm_90", scale_a=
         from . import metadata
 
         vals, kidx = metadata.sparse_terms(form, A)                 # [T, M, K/2] hardware order
-        bt = B[np.arange(B.shape[0])[:, None, None], kidx.astype(np.int64)]
-        at = np.broadcast_to(vals[..., None], bt.shape)
-        return numerics.dot_terms(np.moveaxis(at, 3, 2), np.moveaxis(bt, 3, 2), C, **kw)
+        return _sparse_dot(vals, kidx, B, C, kw)
     return numerics.mma_matrices(A, B, C, **kw)
 
 
@@ -299,6 +304,14 @@ def _negate(codes: np.ndarray, t: str, scale: int, what: str) -> np.ndarray:
     if t not in _SIGN:
         raise EvalError(f"imm-scale-{what} = -1 needs a floating-point .{what}type, not .{t}")
     return codes ^ codes.dtype.type(_SIGN[t])
+
+
+def _wgmma_immediates(form: Form, A, B, C, scale_d, imm_scale_a: int, imm_scale_b: int):
+    """imm-scale-a/b = -1 flip the sign bit of every A (B) element; scale-d = False reads C as +0."""
+    A = _negate(A, form.atype, imm_scale_a, "a")
+    B = _negate(B, form.btype, imm_scale_b, "b")
+    sd = np.broadcast_to(np.asarray(scale_d, dtype=bool), (C.shape[0],))
+    return A, B, np.where(sd[:, None, None], C, np.zeros((), C.dtype))
 
 
 def _smem_operand(form: Form, which: str, desc, smem, trans: int) -> np.ndarray:
@@ -374,10 +387,7 @@ def evaluate_wgmma(opcode: str | Form, d, a, b, *, smem=None, e=None, sel: int |
     B = _smem_operand(form, "b", b, smem, imm_trans_b)
     if A.shape[0] != T or B.shape[0] != T:
         raise EvalError(f"batch sizes differ: d {T}, A {A.shape[0]}, B {B.shape[0]}")
-    A = _negate(A, form.atype, imm_scale_a, "a")
-    B = _negate(B, form.btype, imm_scale_b, "b")
-    sd = np.broadcast_to(np.asarray(scale_d, dtype=bool), (T,))
-    C = np.where(sd[:, None, None], C, np.zeros((), C.dtype))
+    A, B, C = _wgmma_immediates(form, A, B, C, scale_d, imm_scale_a, imm_scale_b)
     kw = dict(_wgmma_kw(form, arch), device=device)
     if form.is_sparse:
         if e is None or sel is None:
@@ -393,7 +403,7 @@ def evaluate_wgmma(opcode: str | Form, d, a, b, *, smem=None, e=None, sel: int |
 def _wgmma_sparse(form, S, e, sel, B, C, kw):
     """Sparse terms warp by warp through the mma.sp form of the same types (its A fragment and
     metadata), then the dot products over the stored k order."""
-    from . import layout, metadata, numerics
+    from . import layout, metadata
 
     twin = _sp_twin(form)
     T = S.shape[0]
@@ -404,10 +414,7 @@ def _wgmma_sparse(form, S, e, sel, B, C, kw):
         v, k = metadata.gather_terms(twin, regs, e[:, 32 * w:32 * w + 32], sel)
         vals.append(v)
         kidx.append(k)
-    vals, kidx = np.concatenate(vals, axis=1), np.concatenate(kidx, axis=1)     # [T, 64, K/2]
-    bt = B[np.arange(T)[:, None, None], kidx.astype(np.int64)]                 # [T, 64, K/2, N]
-    at = np.broadcast_to(vals[..., None], bt.shape)
-    return numerics.dot_terms(np.moveaxis(at, 3, 2), np.moveaxis(bt, 3, 2), C, **kw)
+    return _sparse_dot(np.concatenate(vals, axis=1), np.concatenate(kidx, axis=1), B, C, kw)
 
 
 def wgmma_matrices(opcode: str | Form, A, B, C, arch: str = "sm_90", scale_d: Any = True, imm_scale_a: int = 1,
@@ -424,21 +431,15 @@ def wgmma_matrices(opcode: str | Form, A, B, C, arch: str = "sm_90", scale_d: An
     A = _elements(form, "A", A, (M, K), form.atype)
     B = _elements(form, "B", B, (K, N), form.btype)
     C = _elements(form, "C", C, (M, N), form.dtype)
-    T = _same_batch(form, {"A": A, "B": B, "C": C})
-    A = _negate(A, form.atype, imm_scale_a, "a")
-    B = _negate(B, form.btype, imm_scale_b, "b")
-    sd = np.broadcast_to(np.asarray(scale_d, dtype=bool), (T,))
-    C = np.where(sd[:, None, None], C, np.zeros((), C.dtype))
+    _same_batch(form, {"A": A, "B": B, "C": C})
+    A, B, C = _wgmma_immediates(form, A, B, C, scale_d, imm_scale_a, imm_scale_b)
     kw = dict(_wgmma_kw(form, arch), device=device)
     if not form.is_sparse:
         return numerics.mma_matrices(A, B, C, **kw)
     twin = _sp_twin(form)
     parts = [metadata.sparse_terms(twin, A[:, 16 * w:16 * w + 16]) for w in range(4)]
-    vals = np.concatenate([p[0] for p in parts], axis=1)
-    kidx = np.concatenate([p[1] for p in parts], axis=1)
-    bt = B[np.arange(T)[:, None, None], kidx.astype(np.int64)]
-    at = np.broadcast_to(vals[..., None], bt.shape)
-    return numerics.dot_terms(np.moveaxis(at, 3, 2), np.moveaxis(bt, 3, 2), C, **kw)
+    return _sparse_dot(np.concatenate([p[0] for p in parts], axis=1), np.concatenate([p[1] for p in parts], axis=1),
+                       B, C, kw)
 
 
 # ``formal.evaluate`` is both this module and the function users call
