@@ -147,6 +147,8 @@ def check(mod, spec, ctas=None, seed: int = 0, lanes: bool = True, max_steps: in
         summ = (f"proved: {fin['complete']} output elements of {', '.join(fin.get('outputs', []))} each "
                 f"accumulate all K products"
                 + (f" (after the chain steps {', '.join(fin['chain_steps'])}, in place)" if fin.get("chain_steps") else "")
+                + (f" (through {', '.join(fin['in_registers'])}, held in registers: complete where it feeds the "
+                   "next product)" if fin.get("in_registers") else "")
                 + f", stored at their addresses; {pv.mmas} mma executions, "
                 f"{pv.products} products formed as {forms}; operands: "
                 + "; ".join(f"{k} " + ", ".join(f"{n} {c}" for n, c in v.items())

@@ -64,15 +64,20 @@ class Witness:
     arrived: str = ""
     wanted: str = ""
     path: list = field(default_factory=list)
+    warpgroup: int | None = None        # warp // 4, in a kernel with warpgroup instructions (wgmma)
 
     def to_json(self) -> dict:
-        return {"kind": self.kind, "cta": list(self.cta), "warp": self.warp, "lane": self.lane, "line": self.line,
-                "instruction": self.instruction, "register": self.register, "arrived": self.arrived,
-                "wanted": self.wanted, "path": [{"line": a, "instruction": b} for a, b in self.path]}
+        d = {"kind": self.kind, "cta": list(self.cta), "warp": self.warp, "lane": self.lane, "line": self.line,
+             "instruction": self.instruction, "register": self.register, "arrived": self.arrived,
+             "wanted": self.wanted, "path": [{"line": a, "instruction": b} for a, b in self.path]}
+        if self.warpgroup is not None:
+            d["warpgroup"] = self.warpgroup
+        return d
 
     def __str__(self) -> str:
-        s = (f"{self.kind}: line {self.line}: {self.instruction}\n  CTA {tuple(self.cta)}, warp {self.warp}, "
-             f"lane {self.lane}" + (f", register {self.register}" if self.register else ""))
+        s = (f"{self.kind}: line {self.line}: {self.instruction}\n  CTA {tuple(self.cta)}, "
+             + (f"warpgroup {self.warpgroup}, " if self.warpgroup is not None else "")
+             + f"warp {self.warp}, lane {self.lane}" + (f", register {self.register}" if self.register else ""))
         if self.arrived:
             s += f"\n  arrived: {self.arrived}"
         if self.wanted:
@@ -134,6 +139,7 @@ class Machine:
         from .asynchrony import AsyncState
         from .barriers import Barriers
         self.asy = AsyncState(self)              # wgmma groups, in-flight registers, fences (asynchrony.py)
+        self.wg_kernel = any(i.head == "wgmma" for i in self.instrs)
         self.barriers = Barriers(self)           # CTA barriers and mbarriers (barriers.py)
         self.stay = None
         self._setup_memory(inputs or {})
@@ -310,7 +316,11 @@ class Machine:
         if path is None:
             path = self.path_of(register, t) if register else [(ins.line, ins.text)]
         self.witnesses.append(Witness(kind, cta, int(self.warp[t]), int(self.lane[t]), ins.line, ins.text, register,
-                                      arrived, wanted, path))
+                                      arrived, wanted, path, self._wg(t)))
+
+    def _wg(self, t: int) -> int | None:
+        """The warpgroup of thread t, in a kernel with wgmma instructions (else None)."""
+        return int(self.warp[t]) // 4 if self.wg_kernel else None
 
     def issue(self, where, kind: str, ins: Instr, t: int, register: str = "", arrived: str = "", wanted: str = "",
               path=None) -> int:
@@ -329,7 +339,7 @@ class Machine:
         if path is None:
             path = self.path_of(register, t) if register else [(ins.line, ins.text)]
         self.issues.append(Witness(kind, cta, int(self.warp[t]), int(self.lane[t]), ins.line, ins.text, register,
-                                   arrived, wanted, path))
+                                   arrived, wanted, path, self._wg(t)))
         i = self._issue_at[where] = len(self.issues)
         return i
 
@@ -345,7 +355,7 @@ class Machine:
             return
         if note:
             w = Witness(w.kind, w.cta, w.warp, w.lane, w.line, w.instruction, w.register, w.arrived + note, w.wanted,
-                        w.path)
+                        w.path, w.warpgroup)
         self.witnesses.append(w)
 
     def path_of(self, reg: str, t: int, limit: int = 24) -> list:

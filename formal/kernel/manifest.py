@@ -91,16 +91,35 @@ def spec_dict(meta: dict) -> dict[str, Any]:
             contract[out] = text
         except SpecError:
             notes.append(f"{out} = {text}")
-    # a contract whose operand is another's result held in registers only (attention: S) is kept as a note
+    # a contract whose result no parameter reaches but another contract reads (attention: S = Q @ K.T,
+    # converted in registers, O = S @ V) is a chained output held in registers: a buffer with no param,
+    # of the type of the operand it meets and the shape of its product
     names = {b["name"] for b in d["buffer"]}
+    chained = []
+    parsed = {k: parse_contract(k, v) for k, v in contract.items()}
+    for k, c in parsed.items():
+        use = [u for u in parsed.values() if k in (u.lhs, u.rhs)]
+        if k in names or not use or not all(x in names for x in (c.lhs, c.rhs)):
+            continue
+        u = use[0]
+        other = buffers[u.rhs if u.lhs == k else u.lhs]
+        ls, rs = buffers[c.lhs]["shape"], buffers[c.rhs]["shape"]
+        rows = ls[-1] if c.lhs_t else ls[-2]
+        cols = rs[-2] if c.rhs_t else rs[-1]
+        d["buffer"].append({"name": k, "type": other["type"], "shape": [rows, cols], "strides": [cols, 1]})
+        names.add(k)
+        chained.append(k)
     kept = {k: v for k, v in contract.items() if k in names}
     notes += [f"{k} = {v}" for k, v in contract.items() if k not in names]
     if kept and all(_operands_known(v, names) for v in kept.values()):
         d["contract"] = kept
+        if chained:
+            d["chained"] = chained
     else:
         notes += [f"{k} = {v}" for k, v in kept.items()]
     if notes:
-        d["note"] = "contract not in the spec grammar (run only): " + "; ".join(notes)
+        d["note"] = ("not in the spec grammar (a description): " if "contract" in d else
+                     "contract not in the spec grammar (run only): ") + "; ".join(notes)
     return d
 
 
@@ -124,7 +143,7 @@ def to_toml(d: dict) -> str:
             return "[" + ", ".join(val(x) for x in v) + "]"
         return repr(v)
     out = []
-    for k in ("entry", "grid", "block", "shared_bytes", "cluster", "note"):
+    for k in ("entry", "grid", "block", "shared_bytes", "cluster", "chained", "note"):
         if k in d:
             out.append(f"{k} = {val(d[k])}")
     if d.get("params"):

@@ -109,6 +109,10 @@ class Provenance:
         self.kbits = np.zeros((cap, 4, self.nwords), np.uint64)
         self.nacc = 0
         self.mmas = 0
+        self.wgmmas = 0                                # wgmma.mma_async executions (counted in mmas too)
+        self.wg_fast = 0                               # warpgroup products checked separably (_products_fast)
+        self.wg_products_expected = 0
+        self.fast = True
         self.products = 0
         self.permuted = 0
         self.formations = np.zeros(4, np.int64)
@@ -152,12 +156,14 @@ class Provenance:
             raise Unsupported(0, form.opcode, "sub-byte elements in check")
         W = tids.shape[0]
         nb = lay.reg_bits // 8
-        T = np.zeros((W, 32, len(regs), nb), np.int64)
+        T = np.zeros((W, tids.shape[1], len(regs), nb), np.int64)
         for j, r in enumerate(regs):
             tg = m.tags.get(r)
             if tg is not None:
                 T[:, :, j, :] = tg[tids][:, :, :nb]
-        lane, reg, elem, row, col = en["lane"], en["reg"], en["elem"], en["row"], en["col"]
+        # a warpgroup fragment's holder is its thread (0..127 of the warpgroup), a warp's its lane
+        lane = en["thread"] if "thread" in en else en["lane"]
+        reg, elem, row, col = en["reg"], en["elem"], en["row"], en["col"]
         cont = elem * lay.elem_bits
         byte0 = cont // 8
         tag = T[:, lane, reg, byte0]                                    # [W, P]
@@ -239,8 +245,19 @@ class Provenance:
         Ct, Cv, Ci, Cl, Cr, Lc = self._elements(form, "c", regs["c"], c, tids, fr.get("c"), ins, p, form.ctype)
         if frags:
             self.wmma_maps.update(f"{k}: {v.fmap.id} ({v.fmap.evidence})" for k, v in frags.items())
+        dl = (fr["d"], fr["d"].enumerate()) if "d" in fr else _frag(form, "d")
+        return self._accumulate(ins, p, form, tids, regs, (At, Av, Ai, Al, Ar, La), (Bt, Bv, Bi, Bl, Br, Lb),
+                                (Ct, Cv, Ci, Cl, Cr, Lc), kidx, dl)
+
+    def _accumulate(self, ins, p, form, tids, regs, opa, opb, opc, kidx, dl, fast=False):
+        """The accumulators of an mma (or wgmma) and its products, given its operands' tags: A [W, M, K],
+        B [W, K, N], C [W, M, N] (tags, values, deferred witnesses, holders, layout); returns d's tags
+        per register.  ``fast``: try the separable check per warp(group) first (_products_fast)."""
+        m = self.m
+        At, Av, Ai, Al, Ar, La = opa
+        Bt, Bv, Bi, Bl, Br, Lb = opb
+        Ct, Cv, Ci, Cl, Cr, Lc = opc
         W, M, K = At.shape
-        N = Bt.shape[2]
         At, a_res = self._chained(ins, p, tids, At, Al, Ar, regs["a"], rows=True)
         Bt, b_res = self._chained(ins, p, tids, Bt, Bl, Br, regs["b"], rows=False)
         Ai = np.maximum(Ai, TG.issue(At))
@@ -329,9 +346,41 @@ class Provenance:
             self._taint_max(ids, Ci)
         self.acc_line[ids.ravel()] = ins.line
         self.acc_t[ids] = tids[:, Cl]
-        self.acc_regs[ins.line] = (regs["a"], regs["b"])
+        self.acc_regs[ins.line] = (_reg_names(regs["a"]), _reg_names(regs["b"]))
         self.acc_c[ids.ravel()] = self.contracts.index(con)
-        # products
+        rest = np.ones(W, bool)
+        if fast:
+            rest = ~self._products_fast(con, ids, At, Ai, Bt, Bi, a_res, b_res)
+        if rest.all():
+            self._products(ins, p, form, tids, regs, con, ids, At, Av, Ai, Al, Ar, La, Bt, Bv, Bi, Bl, Br, Lb,
+                           a_res, b_res, kidx)
+        elif rest.any():
+            w = np.flatnonzero(rest)
+            self._products(ins, p, form, tids[w], regs, con, ids[w], At[w], Av[w], Ai[w], Al, Ar, La, Bt[w], Bv[w],
+                           Bi[w], Bl, Br, Lb, a_res[w], b_res[w], None if kidx is None else kidx[w])
+        # d's tags: the accumulator ids at the d fragment, encoded as .dtype
+        lay, en = dl
+        eb = lay.elem_bits // 8
+        dfmt = TG.fmt_code(form.dtype)
+        out = []
+        T = m.T
+        holder = en["thread"] if "thread" in en else en["lane"]
+        for j in range(len(regs["d"])):
+            tg = np.zeros((T, lay.reg_bits // 8), np.int64)
+            sel_ = en["reg"] == j
+            ln, el, rw, cl = holder[sel_], en["elem"][sel_], en["row"][sel_], en["col"][sel_]
+            for b in range(eb):
+                t_ = TG.make(TG.ACC, 0, ids[:, rw, cl], b, fmt=dfmt)             # [W, P]
+                tg[tids[:, ln], el * eb + b] = t_
+            out.append(tg)
+        return out
+
+    def _products(self, ins, p, form, tids, regs, con, ids, At, Av, Ai, Al, Ar, La, Bt, Bv, Bi, Bl, Br, Lb,
+                  a_res, b_res, kidx):
+        """Every product of the mma at once, axes (warp, m, n, k slot): each must pair
+        lhs[m][k] with rhs[k][n] for the accumulator's (m, n), each k once per formation."""
+        W, M, K = At.shape
+        N = Bt.shape[2]
         Kfull = Bt.shape[1]
         # every product of the mma at once: axes (warp, m, n, k slot)
         A4 = At[:, :, None, :]
@@ -463,21 +512,6 @@ class Provenance:
             self.formations += np.bincount(cls[ok].ravel(), minlength=4)
             self.derivs["A"] += np.bincount(TG.deriv(A4[ok]).ravel(), minlength=4)[:4]
             self.derivs["B"] += np.bincount(TG.deriv(B4[ok]).ravel(), minlength=4)[:4]
-        # d's tags: the accumulator ids at the d fragment, encoded as .dtype
-        lay, en = (fr["d"], fr["d"].enumerate()) if "d" in fr else _frag(form, "d")
-        eb = lay.elem_bits // 8
-        dfmt = TG.fmt_code(form.dtype)
-        out = []
-        T = m.T
-        for j in range(len(regs["d"])):
-            tg = np.zeros((T, lay.reg_bits // 8), np.int64)
-            sel_ = en["reg"] == j
-            ln, el, rw, cl = en["lane"][sel_], en["elem"][sel_], en["row"][sel_], en["col"][sel_]
-            for b in range(eb):
-                t_ = TG.make(TG.ACC, 0, ids[:, rw, cl], b, fmt=dfmt)             # [W, P]
-                tg[tids[:, ln], el * eb + b] = t_
-            out.append(tg)
-        return out
 
     def _pick(self, At, Bt, Ct):
         """The contract an mma works for: its A and B elements come from the contract's lhs and rhs
@@ -516,6 +550,14 @@ class Provenance:
         """The earlier contract whose output ``name`` is."""
         k = self.contracts.index(con)
         return next((x for x in reversed(self.contracts[:k]) if x.c.out == name), None)
+
+    def _registers_only(self, con) -> bool:
+        """A chained contract's output that no parameter or tensor map reaches (attention's S, converted
+        in registers and fed to the next product): it is never in memory."""
+        b = self.m.spec.buffer(con.c.out)
+        sp = self.m.spec
+        return (con.c.out in sp.extra.get("chained", []) and not getattr(b, "param", None)
+                and not any(t.buffer == b.name for t in sp.tensormaps))
 
     @staticmethod
     def _reads(y, x) -> bool:
@@ -559,12 +601,12 @@ class Provenance:
                 k = int(np.flatnonzero(~full)[0])
                 w, r, c = (int(x[k]) for x in np.nonzero(sel))
                 pos = r if rows else c
-                t, reg = self._holder(tids, w, hl[pos] if hl.ndim == 1 else hl[r, c], hr[pos] if hr.ndim == 1
-                                      else hr[r, c], regs)
+                t, reg, path, note = self._holder(tids, w, hl[pos] if hl.ndim == 1 else hl[r, c],
+                                                  hr[pos] if hr.ndim == 1 else hr[r, c], regs, ins)
                 i = self.m.issue((p, "chained", rows), "missing-product", ins, t, reg,
                                  f"the accumulator of {b.name}[{self.acc_m[a[k]]}][{self.acc_n[a[k]]}] before all its "
-                                 f"products ({self._count(a[k])} of {con.K})",
-                                 f"{b.name} complete ({con.c.text}) before it feeds this mma")
+                                 f"products ({self._count(a[k])} of {con.K}){note}",
+                                 f"{b.name} complete ({con.c.text}) before it feeds this mma", path=path)
                 iss = np.where(~full & (iss == 0), i, iss)
             T[sel] = TG.with_issue(TG.make(TG.ELEM, con.out_tag, idx + b.elem_offset, TG.byte(T[sel]), TG.CONV, TG.fmt(T[sel])), iss)
         return T, acc
@@ -781,30 +823,37 @@ class Provenance:
             s = "a value mixing several elements, first " + s
         return s
 
-    def _holder(self, tids, w, lane, reg, regs):
-        return int(tids[w, lane]), regs[int(reg)]
+    def _holder(self, tids, w, lane, reg, regs, ins=None):
+        """Who holds operand slot (lane, reg) of warp(group) w: (thread, register, path or None for the
+        register's own, a note for the text).  A shared-memory operand (:class:`_Smem`) names its
+        descriptor register and the shared byte, the path through the descriptor and the store."""
+        if isinstance(regs, _Smem):
+            return regs.holder(self.m, tids, int(w), int(lane), ins)
+        return int(tids[w, lane]), regs[int(reg)], None, ""
 
     def _wit_op(self, kind, ins, p, tids, T, bad, hl, hr, regs, arrived, wanted, values=None, lay=None):
         w, r, c = map(int, np.argwhere(bad)[0])
-        t, reg = self._holder(tids, w, hl[r, c], hr[r, c], regs)
+        t, reg, path, note = self._holder(tids, w, hl[r, c], hr[r, c], regs, ins)
         v = None if values is None else values[w, r, c]
         return self.m.issue((p, "c", arrived), kind, ins, t, reg,
-                            lambda: f"{arrived}: {self._describe(T[w, r, c], value=v, lay=lay)}", wanted)
+                            lambda: f"{arrived}: {self._describe(T[w, r, c], value=v, lay=lay)}{note}", wanted,
+                            path=path)
 
     def _wit_prod(self, kind, ins, p, tids, T, bad, hl, hr, regs, which, kk, con, row_axis=True, values=None,
                   lay=None):
         w, i, j = map(int, np.argwhere(bad)[0])
         pos = i if row_axis else j
-        t, reg = self._holder(tids, w, hl[pos], hr[pos], regs)
+        t, reg, path, note = self._holder(tids, w, hl[pos], hr[pos], regs, ins)
         want = f"an element of {con.c.lhs if which == 'A' else con.c.rhs}"
         v = None if values is None else np.broadcast_to(values, bad.shape)[w, i, j]
         return self.m.issue((p, "operand", which), kind, ins, t, reg,
-                            lambda: f"operand {which}, k slot {kk}: {self._describe(T[w, i, j], value=v, lay=lay)}", want)
+                            lambda: f"operand {which}, k slot {kk}: {self._describe(T[w, i, j], value=v, lay=lay)}"
+                            f"{note}", want, path=path)
 
     def _wit_k(self, ins, p, tids, at, bt, bad, ha, hb, kk, K, con, am, ak, bk, bn, expected=None):
         w, i, j = map(int, np.argwhere(bad)[0])
-        ta, ra = self._holder(tids, w, ha[0][i], ha[1][i], ha[2])
-        tb, rb = self._holder(tids, w, hb[0][j], hb[1][j], hb[2])
+        ta, ra, pa, na = self._holder(tids, w, ha[0][i], ha[1][i], ha[2], ins)
+        tb, rb, pb, nb = self._holder(tids, w, hb[0][j], hb[1][j], hb[2], ins)
         a_k, b_k = int(ak[w, i, j]), int(bk[w, i, j])
         # blame the operand whose k is out of order: the accumulator's products so far plus the
         # k slot give the k an in-order kernel brings; else the k slot modulo the mma's K
@@ -812,30 +861,172 @@ class Provenance:
             blame_b = a_k == expected
         else:
             blame_b = (a_k % K == kk) and (b_k % K != kk)
-        t, reg = (tb, rb) if blame_b else (ta, ra)
-        path = lambda: self.m.path_of(reg, t) + [(ins.line, ins.text)]  # noqa: E731
+        t, reg, hp, note = (tb, rb, pb, nb) if blame_b else (ta, ra, pa, na)
+        path = hp if hp is not None else (lambda: self.m.path_of(reg, t) + [(ins.line, ins.text)])
         return self.m.issue((p, "k"), "wrong-element", ins, t, reg,
-                            lambda: f"k slot {kk} pairs {self._describe(at[w, i, j])} with {self._describe(bt[w, i, j])}",
+                            lambda: f"k slot {kk} pairs {self._describe(at[w, i, j])} with {self._describe(bt[w, i, j])}"
+                            f"{note}",
                             f"{con.c.lhs}[{int(am[w, i, j])}][k] x {con.c.rhs}[k][{int(bn[w, i, j])}] with the same k "
                             f"(A brings k = {a_k}, B brings k = {b_k}; operand {'B' if blame_b else 'A'} is out of order)",
                             path=path)
 
     def _wit_mn(self, ins, p, tids, at, bt, bad, hl, hr, regs, kk, con, am, bn, ids):
         w, i, j = map(int, np.argwhere(bad)[0])
-        t, reg = self._holder(tids, w, hl[i], hr[i], regs)
+        t, reg, path, note = self._holder(tids, w, hl[i], hr[i], regs, ins)
         a = int(ids[w, i, j])
         return self.m.issue((p, "mn"), "wrong-element", ins, t, reg,
                             lambda: f"k slot {kk}: {self._describe(at[w, i, j])} x {self._describe(bt[w, i, j])} "
-                            f"(a product for ({int(am[w, i, j])}, {int(bn[w, i, j])}))",
-                            f"products for the accumulator's element ({self.acc_m[a]}, {self.acc_n[a]})")
+                            f"(a product for ({int(am[w, i, j])}, {int(bn[w, i, j])})){note}",
+                            f"products for the accumulator's element ({self.acc_m[a]}, {self.acc_n[a]})", path=path)
 
     def _wit_dup(self, ins, p, tids, at, bad, hl, hr, regs, con, am, ak, bn, cls):
         w, i, j = map(int, np.argwhere(bad)[0])
-        t, reg = self._holder(tids, w, hl[i], hr[i], regs)
+        t, reg, path, note = self._holder(tids, w, hl[i], hr[i], regs, ins)
         return self.m.issue((p, "dup"), "duplicate-product", ins, t, reg,
                             lambda: f"a second product {_CLASS_NAMES[int(cls[w, i, j])]} with k = {int(ak[w, i, j])} "
-                            f"for ({int(am[w, i, j])}, {int(bn[w, i, j])}): {self._describe(at[w, i, j])}",
-                            "each k once")
+                            f"for ({int(am[w, i, j])}, {int(bn[w, i, j])}): {self._describe(at[w, i, j])}{note}",
+                            "each k once", path=path)
+
+    # --------------------------------------------------------------- wgmma
+    def wgmma(self, ins, p, form, tids, dregs, aregs, sd, A, B, atags, btags, aflat, bflat, d_in, a_in, descs):
+        """A ``wgmma.mma_async`` of the warpgroups ``tids`` [G, 128]: its operands' tags come from the
+        CTA's shared memory at the bytes the descriptor addresses (``atags`` / ``btags`` [G, mn, k, bytes],
+        read by the interpreter through formal.smem's address map, the one the run uses) and from
+        registers through the spec's fragments (A from registers, the accumulator D).  The products
+        are then checked as an mma's: A[m][k] x B[k][n] for the accumulator's (m, n), each k once.
+        ``sd`` [G]: scale-d (false: the accumulator starts from zero).  Returns d's tags per register."""
+        self.mmas += 1
+        self.wgmmas += 1
+        self.wg_products_expected += len(tids) * int(np.prod(form.mnk))
+        M, N, K = form.mnk
+        dl = _frag(form, "d")
+        den = dl[1]
+        rowt = np.zeros(M, np.int64)
+        coltt = np.zeros(N, np.int64)
+        rowt[den["row"]] = den["thread"]                  # a thread holding an accumulator of row m / column n
+        coltt[den["col"]] = den["thread"]
+        Ct, Cv, Ci, Cl, Cr, Lc = self._elements(form, "d", dregs, d_in, tids, None, ins, p, form.dtype)
+        if not np.all(sd):                                # scale-d false: D = A * B, the accumulator is not read
+            z = ~np.asarray(sd, bool)
+            Ct, Cv, Ci = Ct.copy(), Cv.copy(), Ci.copy()
+            Ct[z], Cv[z], Ci[z] = 0, 0, 0
+        if aregs:
+            ra = list(aregs)
+            opa = self._elements(form, "a", aregs, a_in, tids, None, ins, p, form.atype)
+        else:
+            ra = _Smem("A", aflat, descs[0], rowt, K)
+            opa = self._smem_operand(ins, p, tids, ra, atags, A, form.atype)
+        rb = _Smem("B", bflat, descs[1], coltt, K)
+        Bt, Bv, Bi, Bl, Br, Lb = self._smem_operand(ins, p, tids, rb, btags, np.swapaxes(B, 1, 2), form.btype)
+        opb = (np.swapaxes(Bt, 1, 2), np.swapaxes(Bv, 1, 2), np.swapaxes(Bi, 1, 2), Bl.T, Br.T, Lb)
+        regs = {"a": ra, "b": rb, "c": list(dregs), "d": list(dregs)}
+        return self._accumulate(ins, p, form, tids, regs, opa, opb, (Ct, Cv, Ci, Cl, Cr, Lc), None, dl,
+                                fast=self.fast)
+
+    def _smem_operand(self, ins, p, tids, holder, tags, vals, typ):
+        """A shared-memory operand [G, mn, k]: first-byte tags, values, deferred type witnesses, holders
+        (code mn * k + kk: the element's shared byte, :class:`_Smem`) and its value layout."""
+        from ..layout import _value_bits
+        m = self.m
+        G, MN, K, nb = tags.shape
+        bits = 8 * nb
+        vb = _value_bits(typ, bits)
+        lay = _Lay(bits, vb, bits - vb if typ == "tf32" else 0)
+        v = np.asarray(vals, np.uint64)
+        if lay.shift:
+            v = v >> np.uint64(lay.shift)
+        v = v & np.uint64((1 << vb) - 1)
+        T0 = tags[..., 0]
+        iss = np.zeros(T0.shape, np.int64)
+        if typ and T0.any():
+            bad, have = TG.read_check(tags.reshape(-1, nb), None, typ)
+            bad = bad.reshape(G, MN, K)
+            if bad.any():
+                g, i, k = map(int, np.argwhere(bad)[0])
+                t0 = int(T0[g, i, k])
+                got = TG.fmt_name(int(have.reshape(G, MN, K)[g, i, k]))
+                t, reg, path, note = holder.holder(m, tids, g, i * K + k, ins)
+                n = m.issue((p, "type", holder.name), "wrong-type", ins, t, reg,
+                            lambda: f"operand {holder.name} element {holder.coords(i, k)}: {self._describe(t0)} is "
+                            f"{_encoded(m, t0, got)}; the instruction reads it as .{typ}{note}",
+                            f"{holder.name} elements encoded as .{typ} (the instruction's type), or converted to it",
+                            path=path)
+                iss[bad] = n
+        hl = np.arange(MN)[:, None] * K + np.arange(K)[None, :]
+        return T0, v, iss, hl, np.zeros_like(hl), lay
+
+    def _products_fast(self, con, ids, At, Ai, Bt, Bi, a_res, b_res) -> np.ndarray:
+        """The products of each warpgroup whose operands are *separable*: every A element of k slot s
+        and every B element of slot s bring the same k (for every m and n), A's row and B's column do
+        not depend on the slot, and no k is new to none of the accumulators.  Then the product check
+        of the M x N x K products is that of the M x K and K x N operand elements, and each
+        accumulator gains the same k set.  Returns which warpgroups were done; the others (any
+        doubt: a constant, a wrong element, a duplicate) go through :meth:`_products`, which finds
+        the first wrong product.  Equal to :meth:`_products` where it applies (tests check both)."""
+        W, M, K = At.shape
+        N = Bt.shape[2]
+        abch, am, ak, aok = self._coords(At, con.lhs, con.c.lhs_t)        # [W, M, K]
+        bbch, bk, bn, bok = self._coords(Bt, con.rhs, con.c.rhs_t)        # [W, K, N]
+        ga = (TG.kind(At) == TG.ELEM) & (TG.buf(At) == con.lhs_tag) & aok & (TG.deriv(At) != TG.ARITH) & (Ai == 0)
+        gb = (TG.kind(Bt) == TG.ELEM) & (TG.buf(Bt) == con.rhs_tag) & bok & (TG.deriv(Bt) != TG.ARITH) & (Bi == 0)
+        if self._producer(con, con.c.lhs) is not None:
+            ga &= a_res
+        if self._producer(con, con.c.rhs) is not None:
+            gb &= b_res
+        da, db = TG.deriv(At) == TG.RESID, TG.deriv(Bt) == TG.RESID
+        ks, rows, cols, b0 = ak[:, 0, :], am[:, :, 0], bn[:, 0, :], abch[:, 0, 0]
+        sep = ga.all(axis=(1, 2)) & gb.all(axis=(1, 2))
+        sep &= (ak == ks[:, None, :]).all(axis=(1, 2)) & (bk == ks[:, :, None]).all(axis=(1, 2))
+        sep &= (am == rows[:, :, None]).all(axis=(1, 2)) & (bn == cols[:, None, :]).all(axis=(1, 2))
+        sep &= (abch == b0[:, None, None]).all(axis=(1, 2)) & (bbch == b0[:, None, None]).all(axis=(1, 2))
+        sep &= (da == da[:, :1, :]).all(axis=(1, 2)) & (db == db[:, :, :1]).all(axis=(1, 2))
+        cls = 2 * da[:, 0, :].astype(np.int64) + db[:, :, 0]                 # [W, K] formation of each slot
+        key = np.sort(ks * 4 + cls, axis=1)
+        sep &= ~(key[:, 1:] == key[:, :-1]).any(axis=1)                     # a k twice in this wgmma
+        am_, an_, ab_ = self.acc_m[ids], self.acc_n[ids], self.acc_b[ids]    # [W, M, N]
+        unset = am_ < 0
+        same = (am_ == rows[:, :, None]) & (an_ == cols[:, None, :]) & (ab_ == b0[:, None, None])
+        sep &= (unset | same).all(axis=(1, 2))
+        if not sep.any():
+            return sep
+        word = ks >> 6
+        add = np.zeros((W, 4, self.nwords), np.uint64)
+        wi = np.broadcast_to(np.arange(W)[:, None], ks.shape)
+        okk = (ks >= 0) & (word < self.nwords)
+        sep &= okk.all(axis=1)
+        np.bitwise_or.at(add, (wi[okk], cls[okk], word[okk]), np.uint64(1) << (ks[okk] & 63).astype(np.uint64))
+        pairs = np.argwhere(add[sep].any(axis=0))
+        for c, wd in pairs:                                                  # a product already there
+            sel = sep & (add[:, c, wd] != 0)
+            had = (self.kbits[ids[sel], c, wd] & add[sel, c, wd][:, None, None]) != 0
+            sep[np.flatnonzero(sel)[had.any(axis=(1, 2))]] = False
+        if not sep.any():
+            return sep
+        w = np.flatnonzero(sep)
+        ids_s = ids[w]
+        u = unset[w]
+        if u.any():
+            g = np.broadcast_to(np.arange(len(w))[:, None, None], u.shape)[u]
+            self.acc_m[ids_s[u]] = np.broadcast_to(rows[w][:, :, None], u.shape)[u]
+            self.acc_n[ids_s[u]] = np.broadcast_to(cols[w][:, None, :], u.shape)[u]
+            self.acc_b[ids_s[u]] = b0[w][g]
+        for c, wd in pairs:
+            sel = add[w, c, wd] != 0
+            if sel.any():
+                ii = ids_s[sel].reshape(int(sel.sum()), -1)
+                np.bitwise_or.at(self.kbits, (ii, c, wd), add[w[sel], c, wd][:, None])
+        n = len(w)
+        self.products += n * M * N * K
+        self.permuted += int(((ks[w] % K) != np.arange(K)[None, :]).sum()) * M * N
+        self.formations += np.bincount(cls[w].ravel(), minlength=4)[:4] * M * N
+        self.derivs["A"] += np.bincount(TG.deriv(At[w]).ravel(), minlength=4)[:4] * N
+        self.derivs["B"] += np.bincount(TG.deriv(Bt[w]).ravel(), minlength=4)[:4] * M
+        self.wg_fast += n
+        return sep
+
+    def on_tma_store(self, ins, p, gaddr, t, tmap, flat):
+        """A TMA store: its bytes and tags were written like any store's (the output check reads them)."""
+        return None
 
     # --------------------------------------------------------------- stores / verdict
     def on_store(self, ins, p, space, addr, tidx, eb, nv, srcs):
@@ -845,11 +1036,14 @@ class Provenance:
         """Check every output element; returns counts for the summary."""
         m = self.m
         checked = complete = arith = 0
-        outs, steps = [], []
+        outs, steps, regonly = [], [], []
         for con in self.contracts:
             if any(self._reads(y, con) and y.out_tag == con.out_tag for y in self.contracts[self.contracts.index(con) + 1:]):
                 steps.append(con.c.out)
                 continue        # a chain step whose output a later step read and overwrote in place
+            if self._registers_only(con):
+                regonly.append(con.c.out)
+                continue        # held in registers only: checked where it feeds the next contract (_chained)
             outs.append(con.c.out)
             b, o, nb = m.buffers[con.out - 1]
             eb = b.bits // 8
@@ -960,7 +1154,7 @@ class Provenance:
             complete += int((good & okk).sum())
             arith += int((good & okk & (TG.deriv(t0) == TG.ARITH)).sum())
         return {"checked": checked, "complete": complete, "through_arithmetic": arith, "outputs": outs,
-                "chain_steps": steps}
+                "chain_steps": steps, "in_registers": regonly}
 
     def _wit_store(self, kind, tag, byte, arrived, wanted):
         m = self.m
@@ -993,6 +1187,61 @@ class Provenance:
             if (ins.line, ins.text) not in path:
                 path.append((ins.line, ins.text))
         m.witness(kind, ins, t, "", arrived, wanted, path=path)
+
+
+class _Lay:
+    """The value layout of a shared-memory operand's elements (what _zero / _describe need)."""
+
+    def __init__(self, elem_bits: int, value_bits: int, shift: int = 0):
+        self.elem_bits, self.value_bits, self.shift = elem_bits, value_bits, shift
+
+
+class _Smem:
+    """A wgmma operand read from shared memory through a descriptor.  It stands where an mma
+    operand's register list stands: the holder of slot code ``mn * K + kk`` is the shared byte
+    the descriptor maps element (mn, kk) to, reached through the descriptor register, written by
+    the store (st.shared, cp.async, TMA) that last wrote it."""
+
+    def __init__(self, name: str, flat, desc_reg: str, threads, K: int):
+        self.name = name                  # "A" | "B"
+        self.flat = flat                  # [G, mn, k] flat shared-memory index of the element's first byte
+        self.desc_reg = desc_reg          # the descriptor's register ("" for an immediate)
+        self.threads = threads            # [mn] a thread (0..127) of the warpgroup whose accumulators it feeds
+        self.K = K
+
+    def __iter__(self):                  # the registers it is read through
+        return iter([self.desc_reg] if self.desc_reg else [])
+
+    def coords(self, mn: int, kk: int) -> str:
+        return f"({mn}, {kk})" if self.name == "A" else f"({kk}, {mn})"
+
+    def holder(self, m, tids, w: int, code: int, ins):
+        mn, kk = divmod(int(code), self.K)
+        t = int(tids[w, self.threads[mn]])
+        fl = int(self.flat[w, mn, kk])
+        src = int(m.shared.src[fl])
+        wr = int(m.shared.writer[fl])
+        st = m.instrs[src] if src >= 0 else None
+
+        def path():
+            out = list(m.path_of(self.desc_reg, t)) if self.desc_reg else []
+            if st is not None:
+                if st.head == "st" and wr >= 0:           # the stored value's own path
+                    for o in _regs_of(st)[:1]:
+                        out += [x for x in m.path_of(o.name, wr, limit=8) if x not in out]
+                if (st.line, st.text) not in out:
+                    out.append((st.line, st.text))
+            out.append((ins.line, ins.text))
+            return out
+        note = (f" (warpgroup {int(m.warp[t]) // 4}: {self.name} element {self.coords(mn, kk)} of the wgmma at "
+                f"shared byte {fl % m.S:#x} through descriptor {self.desc_reg or 'immediate'}"
+                + (f", written at line {st.line} by {st.text.split()[0]}" if st is not None else ", never written")
+                + ")")
+        return t, self.desc_reg, path, note
+
+
+def _reg_names(regs) -> list:
+    return list(regs)
 
 
 def _encoded(m, t0, got):

@@ -465,8 +465,10 @@ def _load(data: dict, src: str) -> KernelSpec:
         raise SpecError(f"{src}: tensor maps are given as [[tensormap]] tables")
     tensormaps = tuple(_tensormap(t, i, src, bases) for i, t in enumerate(tms))
     for b in buffers:
-        if not b.param and not any(t.buffer == b.name for t in tensormaps):
-            raise SpecError(f"{src}: buffer {b.name!r} has no param and no [[tensormap]] names it")
+        # a chained contract's output the kernel keeps in registers (attention's S) is in no memory
+        if not b.param and not any(t.buffer == b.name for t in tensormaps) and b.name not in chained:
+            raise SpecError(f"{src}: buffer {b.name!r} has no param and no [[tensormap]] names it (a chained "
+                            "contract's output held in registers only is listed in chained)")
     used = [(t.param, t.offset) for t in tensormaps] + params_used
     if len(set(used)) != len(used):
         raise SpecError(f"{src}: two tensor maps / buffers name the same parameter bytes: {used}")

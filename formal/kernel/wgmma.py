@@ -68,8 +68,6 @@ def wgmma(m, p, ins, exe):
         raise Unsupported(ins.line, ins.text, f"{fam} is not modelled")
     if form.is_sparse:
         raise Unsupported(ins.line, ins.text, "wgmma.mma_async.sp is not modelled in kernels")
-    if m.prov is not None and not hasattr(m.prov, "wgmma"):
-        raise Unsupported(ins.line, ins.text, "the data-path proof of wgmma")
     return _mma_async(m, p, ins, exe, form, tids)
 
 
@@ -191,7 +189,7 @@ def _mma_async(m, p, ins, exe, form, tids):
         bdesc = _uniform(m, ins, byname["b-desc"], tids, "B descriptor")
         B, btags, bflat = smem_elements(m, ins, p, bdesc, tids, "b", form.btype, N, imm.get("imm-trans-b", 0))
         B = np.swapaxes(B, 1, 2)                                       # [G, K, N]
-        atags = aflat = None
+        atags = aflat = a_in = None
         if form.asource == "reg":
             a_in = regs(aregs, 32)
             A = layout.unpack(form, "a", a_in)
@@ -210,7 +208,9 @@ def _mma_async(m, p, ins, exe, form, tids):
             d_out = np.zeros_like(d_in)
         dtags = None
         if m.prov is not None:
-            dtags = m.prov.wgmma(ins, p, form, tids, dregs, aregs, sd, A, B, atags, btags, aflat, bflat, imm)
+            descs = tuple(o.name if isinstance(o, Reg) else "" for o in (byname.get("a-desc"), byname["b-desc"]))
+            dtags = m.prov.wgmma(ins, p, form, tids, dregs, aregs, sd, A, B, atags, btags, aflat, bflat, d_in, a_in,
+                                 descs)
         # undefined operands make the warpgroup's result undefined (coarse: the whole warpgroup)
         u = ud if m._uin is None else np.maximum(ud, m._uin[tids].max(axis=1))
         du = np.broadcast_to(u[:, None], tids.shape).astype(np.int32) if u.any() else None
