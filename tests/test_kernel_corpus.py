@@ -3,7 +3,7 @@
 - every spec loads, names parameters its .entry has, and every module is PTX ISA 9.0 (the H100's
   driver JIT limit) exactly as the compiler wrote it (sha256 in the manifest);
 - lint: every matrix instruction legal on the module's .target at its .version;
-- check: every kernel proved (the wgmma kernel: unsupported, never proved; its run is bit-exact);
+- check: every kernel proved (the wgmma kernel too: its descriptors and registers deliver the contract);
 - mutants (tests/data/kernels/mutants, tools/make_kernel_mutants.py): refuted, with a witness
   on the mutated line or on the path of the value it names;
 - run: bit for bit the H100's output buffers (proofs/evidence/kernels_h100*).
@@ -32,8 +32,6 @@ MANIFEST = json.loads((CORPUS / "manifest.json").read_text())
 MUTANT_MANIFEST = json.loads((MUTANTS / "manifest.json").read_text())["mutants"]
 RECORDS = json.loads((EVIDENCE / "kernels_h100.json").read_text()) if (EVIDENCE / "kernels_h100.json").exists() else None
 
-UNSUPPORTED = {"tri_f16_wgmma_sm90_w4"}                 # wgmma: out of scope, must not be proved
-UNSUPPORTED_MODULES = {MANIFEST[n]["ptx"] for n in UNSUPPORTED}
 HEAVY = {n for n, m in MANIFEST.items() if m.get("bench_only")}
 KERNELS = [pytest.param(n, marks=pytest.mark.slow) if n in HEAVY else n for n in MANIFEST]
 
@@ -130,14 +128,6 @@ def test_check_proved(name):
     kernel = engine("parse_module", "check")
     ptx, spec, _ = corpus(name)
     mod = kernel.parse_module(ptx, path=name)
-    if name in UNSUPPORTED:
-        try:
-            res = kernel.check(mod, spec)
-        except Exception as e:                          # Unsupported, with the wgmma line
-            assert type(e).__name__ == "Unsupported" and "wgmma" in str(e), e
-            return
-        assert res.verdict == "unknown"
-        return
     res = kernel.check(mod, spec)
     assert res.verdict == "proved", [str(w) for w in res.witnesses[:3]]
 
@@ -232,7 +222,7 @@ def test_h100_arrays_match_record_and_inputs_regenerate(name):
 
 def _run_cases():
     for name in MANIFEST:
-        if name in NOT_ON_H100:          # the wgmma kernel runs (formal/kernel/wgmma.py); its check is unsupported
+        if name in NOT_ON_H100:          # the wgmma kernel runs (formal/kernel/wgmma.py) and is proved
             continue
         for seed in (0, 1):          # the second seed, and the goal kernels, in the slow suite
             slow = seed or name in HEAVY
