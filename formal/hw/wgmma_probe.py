@@ -710,10 +710,34 @@ def validation_probes() -> list[Probe]:
     return out
 
 
+# --------------------------------------------------------------------------------- vectors
+# Matrix-level vectors written by `ptx-formal vectors <wgmma form> --level matrix --format npz`
+# (dense forms): each case runs as one CTA with A in registers and B K-major in shared memory,
+# and the expected D the file carries is compared with the silicon's (tools/wgmma_vectors_silicon.py).
+
+def vector_probes(vdir: str) -> list[Probe]:
+    out = []
+    for fn in sorted(os.listdir(vdir)) if os.path.isdir(vdir) else []:
+        if not fn.endswith(".npz"):
+            continue
+        z = np.load(os.path.join(vdir, fn))
+        head = json.loads(str(z["meta"]))["header"]
+        parts = head["opcode"].split(".")
+        shape = next(p for p in parts if p.startswith("m64n"))
+        dt, at, bt = parts[-3:]
+        k = WgKernel(_kname("vec", fn[:-4].replace(".", "_")), shape, dt, at, bt, asrc="reg",
+                     satfinite="satfinite" in parts, img=4096)
+        A, B, C = z["A"], z["B"], z["C"]
+        out.append(_numerics_probe("vectors", fn[:-4], k, A, B, C, np.ones(A.shape[0]),
+                                   {"kind": "vectors", "file": fn, "opcode": head["opcode"], "cases": int(A.shape[0])}))
+    return out
+
+
 GROUPS = {"layout": lambda: dlayout_probes() + alayout_probes(), "readout": readout_probes,
           "numerics": lambda: [p for p in numerics_probes() if p.group == "numerics"],
           "numx": lambda: [p for p in numerics_probes() if p.group == "numx"],
-          "sparse": sparse_probes, "validate": validation_probes}
+          "sparse": sparse_probes, "validate": validation_probes,
+          "vectors": lambda: vector_probes(os.environ.get("WG_VECTORS", ".devdata/wgvec"))}
 
 
 def all_probes(groups=("layout", "readout", "numerics", "numx")) -> list[Probe]:
