@@ -442,6 +442,23 @@ def wgmma_matrices(opcode: str | Form, A, B, C, arch: str = "sm_90", scale_d: An
                        B, C, kw)
 
 
+def wgmma_compressed(opcode: str | Form, S, e, sel: int, B, C, arch: str = "sm_90", scale_d: Any = True,
+                     imm_scale_a: int = 1, imm_scale_b: int = 1, device: str | None = None) -> np.ndarray:
+    """A sparse wgmma as a kernel holds it: compressed A [T, 64, K/2] (the stored elements),
+    metadata registers e [T, 128], selector ``sel``, B [T, K, N], C [T, 64, N] -> D [T, 64, N]."""
+    form = _form(opcode)
+    if form.family != "wgmma" or not form.is_sparse:
+        raise EvalError(f"{form.opcode} is not a sparse wgmma form")
+    check_available(form, arch)
+    M, N, K = form.mnk
+    S = _elements(form, "A", S, (M, K // 2), form.atype)
+    B = _elements(form, "B", B, (K, N), form.btype)
+    C = _elements(form, "C", C, (M, N), form.dtype)
+    _same_batch(form, {"A": S, "B": B, "C": C})
+    S, B, C = _wgmma_immediates(form, S, B, C, scale_d, imm_scale_a, imm_scale_b)
+    return _wgmma_sparse(form, S, np.asarray(e), sel, B, C, dict(_wgmma_kw(form, arch), device=device))
+
+
 # ``formal.evaluate`` is both this module and the function users call
 # (``formal.evaluate(opcode, a, b, c)``): once the module is imported, Python binds the
 # module object to the package attribute, so the module itself forwards calls.

@@ -710,6 +710,34 @@ def validation_probes() -> list[Probe]:
     return out
 
 
+def sparse_desc_probes(T: int = 8, seed: int = 20261130) -> list[Probe]:
+    """Sparse A from shared memory (operand a.sp of specs/wgmma_smem.toml): the compressed
+    64 x K/2 tile K-major without swizzle at byte 1024, B at byte 0, random metadata, every
+    selector, two regimes; the analysis compares with formal.evaluate.evaluate_wgmma."""
+    out = []
+    for ci, (dt, at, bt) in enumerate(SPARSE_COMBOS):
+        K = SPARSE_K[at]
+        for sel in selectors(at):
+            n = 8
+            k = WgKernel(_kname("sd", dt, at, bt, sel), f"m64n{n}k{K}", dt, at, bt, asrc="desc", sparse=True,
+                         sel=sel, img=4096)
+            for ri, regime in enumerate(("normal", "special")):
+                rng = np.random.default_rng([seed, ci, sel, ri, 11])
+                A, _, C = _mats(rng, at, bt, dt, T, K // 2, n, regime)
+                B = _mats(rng, bt, bt, dt, T, K, n, regime)[1]
+                e = _metadata(rng, dt, at, bt, T, sel)
+                img = _img(k, T)
+                lbo_b, sbo_b = write_kmajor(img, 0, np.swapaxes(B, 1, 2), EBITS[bt])
+                lbo_a, sbo_a = write_kmajor(img, 1024, A, EBITS[at])
+                flags = (np.arange(T) % 2) if regime == "special" else np.ones(T)
+                out.append(Probe("sparse_desc", f"sd.{dt}.{at}.{bt}.{sel}.{regime}", k,
+                                 pack_inputs(k, img, [(desc(1024, lbo_a, sbo_a), desc(0, lbo_b, sbo_b))] * T,
+                                             c=pack_c(dt, n, C), e=e, flags=flags),
+                                 {"kind": "sparse_desc", "dtype": dt, "atype": at, "btype": bt, "sel": sel,
+                                  "regime": regime, "n": n, "K": K}))
+    return out
+
+
 # --------------------------------------------------------------------------------- vectors
 # Matrix-level vectors written by `ptx-formal vectors <wgmma form> --level matrix --format npz`
 # (dense forms): each case runs as one CTA with A in registers and B K-major in shared memory,
@@ -737,6 +765,7 @@ GROUPS = {"layout": lambda: dlayout_probes() + alayout_probes(), "readout": read
           "numerics": lambda: [p for p in numerics_probes() if p.group == "numerics"],
           "numx": lambda: [p for p in numerics_probes() if p.group == "numx"],
           "sparse": sparse_probes, "validate": validation_probes,
+          "sparse_desc": sparse_desc_probes,
           "vectors": lambda: vector_probes(os.environ.get("WG_VECTORS", ".devdata/wgvec"))}
 
 

@@ -66,8 +66,8 @@ def wgmma(m, p, ins, exe):
         return None
     if fam != "wgmma":
         raise Unsupported(ins.line, ins.text, f"{fam} is not modelled")
-    if form.is_sparse:
-        raise Unsupported(ins.line, ins.text, "wgmma.mma_async.sp is not modelled in kernels")
+    if form.is_sparse and m.prov is not None:
+        raise Unsupported(ins.line, ins.text, "the data-path proof of wgmma.mma_async.sp (kernel run executes it)")
     return _mma_async(m, p, ins, exe, form, tids)
 
 
@@ -151,7 +151,7 @@ def smem_elements(m, ins, p, desc: np.ndarray, tids, name: str, etype: str, n: i
 
 def _mma_async(m, p, ins, exe, form, tids):
     from .. import layout
-    from ..evaluate import EvalError, wgmma_matrices
+    from ..evaluate import EvalError, wgmma_compressed, wgmma_matrices
     from ..catalog import wgmma_operand_names
     M, N, K = form.mnk
     ops = form.operands
@@ -187,7 +187,8 @@ def _mma_async(m, p, ins, exe, form, tids):
         ud = np.where(sd, ud, 0)
         C = layout.unpack(form, "d", d_in)
         bdesc = _uniform(m, ins, byname["b-desc"], tids, "B descriptor")
-        B, btags, bflat = smem_elements(m, ins, p, bdesc, tids, "b", form.btype, N, imm.get("imm-trans-b", 0))
+        sp = ".sp" if form.is_sparse else ""
+        B, btags, bflat = smem_elements(m, ins, p, bdesc, tids, "b" + sp, form.btype, N, imm.get("imm-trans-b", 0))
         B = np.swapaxes(B, 1, 2)                                       # [G, K, N]
         atags = aflat = a_in = None
         if form.asource == "reg":
@@ -195,12 +196,19 @@ def _mma_async(m, p, ins, exe, form, tids):
             A = layout.unpack(form, "a", a_in)
         else:
             adesc = _uniform(m, ins, byname["a-desc"], tids, "A descriptor")
-            A, atags, aflat = smem_elements(m, ins, p, adesc, tids, "a", form.atype, None,
+            A, atags, aflat = smem_elements(m, ins, p, adesc, tids, "a" + sp, form.atype, None,
                                             imm.get("imm-trans-a", 0))
+        if form.is_sparse:
+            sel = byname["sp-sel"]
+            if not isinstance(sel, Imm):
+                raise Unsupported(ins.line, ins.text, "the sparsity selector must be an integer constant")
+            e = np.asarray(m.value(byname["sp-meta"], ins, 32), dtype=np.uint32)[tids]       # [G, 128]
         if m.mma_bits:
+            scales = dict(arch=m.arch, scale_d=sd, imm_scale_a=imm.get("imm-scale-a", 1),
+                          imm_scale_b=imm.get("imm-scale-b", 1))
             try:
-                D = wgmma_matrices(form, A, B, C, arch=m.arch, scale_d=sd, imm_scale_a=imm.get("imm-scale-a", 1),
-                                   imm_scale_b=imm.get("imm-scale-b", 1))
+                D = (wgmma_compressed(form, A, e, int(sel.value), B, C, **scales) if form.is_sparse
+                     else wgmma_matrices(form, A, B, C, **scales))
             except EvalError as e:
                 raise Unsupported(ins.line, ins.text, str(e)) from None
             d_out = layout.pack(form, "d", D)
