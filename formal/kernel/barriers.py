@@ -276,9 +276,9 @@ class Barriers:
             self._try_complete(key)
         return int(np.count_nonzero(self.m.parked)) < before
 
-    def deadlock(self) -> None:
+    def deadlock(self, skip=None) -> None:
         m = self.m
-        stuck = np.flatnonzero(m.parked & m.alive)
+        stuck = np.flatnonzero(m.parked & m.alive & (True if skip is None else ~skip))
         t = int(stuck[0])
         # the most telling waiter: one whose mbarrier has transaction bytes outstanding (a copy that
         # never lands or one that brought other bytes than expected), else the first
@@ -315,7 +315,8 @@ def _groups(m, ins, op, tidx):
     """The executing threads grouped by the mbarrier they address: [(key, thread indices, positions)]."""
     from .memory import addresses
     addr = addresses(m, ins, op, tidx).astype(np.int64)
-    code = m.slot[tidx].astype(np.int64) << 40 | addr
+    slot, off, _ = m.cluster.target(ins, addr, tidx)      # .shared::cluster: another CTA's object
+    code = slot << 40 | off
     u, inv = np.unique(code, return_inverse=True)
     out = []
     for k, c in enumerate(u):
@@ -341,6 +342,7 @@ def mbarrier(m, p: int, ins, exe) -> None:
         cnt = _operand(m, ins, ins.ops[1], tidx)
         for key, ts, pos in _groups(m, ins, ins.ops[0], tidx):
             B.init(ins, key, int(cnt[pos[0]]))
+            m.cluster.note_init(ins, key, int(ts[0]))
         return None
     if op == "inval":
         for key, ts, pos in _groups(m, ins, ins.ops[0], tidx):
@@ -364,6 +366,7 @@ def mbarrier(m, p: int, ins, exe) -> None:
             cnt = _operand(m, ins, rest[0], tidx)
         state = np.zeros(m.T, U64)
         for key, ts, pos in _groups(m, ins, ins.ops[1], tidx):
+            m.cluster.remote(ins, key, int(ts[0]), "mbarrier.arrive")
             state[ts] = B.arrive(ins, key, int(ts[0]), int(cnt[pos].sum()), int(tx[pos].sum()))
         if isinstance(d, Reg):
             m.put(d.name, state, exe, ins, None, p)
@@ -371,6 +374,7 @@ def mbarrier(m, p: int, ins, exe) -> None:
     if op in ("expect_tx", "complete_tx"):
         tx = _operand(m, ins, ins.ops[1], tidx)
         for key, ts, pos in _groups(m, ins, ins.ops[0], tidx):
+            m.cluster.remote(ins, key, int(ts[0]), f"mbarrier.{op}")
             (B.expect_tx if op == "expect_tx" else B.complete_tx)(ins, key, int(ts[0]), int(tx[pos].sum()))
         return None
     if op in ("try_wait", "test_wait"):
@@ -384,6 +388,8 @@ def mbarrier(m, p: int, ins, exe) -> None:
         res = np.zeros(m.T, bool)
         ran = exe.copy()
         for key, ts, pos in _groups(m, ins, ins.ops[1], tidx):
+            if key[0] != int(m.slot[ts[0]]):
+                raise Unsupported(ins.line, ins.text, "a wait on another CTA's mbarrier (PTX allows .shared::cta)")
             if B.get(ins, key, int(ts[0])) is None:
                 continue
             a = arg[pos]

@@ -5,8 +5,8 @@ Everything a spec says about the module is checked against it here, before any i
 (each a :class:`SpecError`, exit 2, naming what is wrong and listing what exists): the entry, every
 parameter a buffer or ``[params]`` names, a pointer inside a by-value struct (its offset must lie
 inside the struct), a ``[params]`` value for a parameter that is a buffer's pointer, values that do
-not fit their parameter, and the launch against ``.reqntid`` / ``.maxntid``.  Cluster launches
-(``.explicitcluster``, ``.reqnctapercluster`` with more than one CTA) are not modelled: unsupported.
+not fit their parameter, and the launch against ``.reqntid`` / ``.maxntid`` / ``.reqnctapercluster``
+(clusters: formal.kernel.cluster).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def _param(fn: Function, name: str, spec: KernelSpec, what: str) -> tuple[int, V
 
 
 def check_launch(fn: Function, spec: KernelSpec) -> None:
-    """The spec's block against the entry's .reqntid / .maxntid; clusters are unsupported."""
+    """The spec's block and cluster against the entry's .reqntid / .maxntid / .reqnctapercluster."""
     d = fn.directives
     blk = spec.block
     if "reqntid" in d:
@@ -88,13 +88,12 @@ def check_launch(fn: Function, spec: KernelSpec) -> None:
         if blk[0] * blk[1] * blk[2] > lim:
             raise SpecError(f"{spec.source}: block = {list(blk)} has {blk[0] * blk[1] * blk[2]} threads, but {fn.name} "
                             f"declares .maxntid {', '.join(map(str, d['maxntid']))} (line {fn.line}): at most {lim}")
-    if spec.cluster != (1, 1, 1):
-        raise Unsupported(fn.line, f".entry {fn.name}", f"a launch with {list(spec.cluster)} CTAs per cluster: only "
-                                                        "1-CTA clusters are executed")
     cl = d.get("reqnctapercluster")
-    if "explicitcluster" in d or (cl and cl[0] * (cl[1] if len(cl) > 1 else 1) * (cl[2] if len(cl) > 2 else 1) > 1):
-        raise Unsupported(fn.line, f".entry {fn.name}", "a cluster launch (.explicitcluster / .reqnctapercluster): "
-                                                        "clusters are not modelled")
+    if cl:
+        want = (list(cl) + [1, 1, 1])[:3]
+        if tuple(want) != tuple(spec.cluster):
+            raise SpecError(f"{spec.source}: cluster = {list(spec.cluster)}, but {fn.name} declares .reqnctapercluster "
+                            f"{', '.join(map(str, cl))} (line {fn.line}): the launch must be {want}")
 
 
 def check_module(mod: Module, fn: Function) -> None:
@@ -117,12 +116,6 @@ def _syms(ops):
 
 
 TENSORMAP_BYTES = 128
-
-
-def tensormap_marker(i: int) -> bytes:
-    """The bytes standing for tensor map ``i`` in the parameter block (never read as data by a
-    correct kernel: tensormap operands are looked up by address)."""
-    return (b"PTXFTMAP" + i.to_bytes(8, "little")) * (TENSORMAP_BYTES // 16)
 
 
 def param_block(mod: Module, fn: Function, spec: KernelSpec, pointers: dict) -> tuple[dict, bytes]:
@@ -154,8 +147,10 @@ def param_block(mod: Module, fn: Function, spec: KernelSpec, pointers: dict) -> 
         if t.offset + TENSORMAP_BYTES > p.size:
             raise SpecError(f"{spec.source}: the tensor map of {t.buffer} at byte {t.offset} of {p.name} needs "
                             f"{TENSORMAP_BYTES} bytes; {p.name} has {p.size}")
-        # the map's bytes are opaque (the driver's encoding): the interpreter finds the map by its address
-        put(i, p, t.offset, tensormap_marker(spec.tensormaps.index(t)), f"the tensor map of {t.buffer}")
+        # the driver's encoding is opaque: the interpreter's own (formal.kernel.tma.FIELDS), which
+        # tensormap.replace edits and the TMA decodes when a kernel copies the map
+        from .tma import encode_map
+        put(i, p, t.offset, encode_map(t, pointers[t.buffer]), f"the tensor map of {t.buffer}")
     for b in spec.buffers:
         if not b.param:                      # reached through a tensor map only
             continue

@@ -137,9 +137,9 @@ def _ret(m, p, ins, exe):
 
 
 def _bar(m, p, ins, exe):
-    """bar.sync / barrier.sync [id[, count]], bar.arrive, barrier.cluster (a 1-CTA cluster: the
-    CTA's threads) through formal.kernel.barriers: a thread waits (is parked) until the barrier
-    completes.  The .aligned forms (bar.sync, barrier.sync.aligned, barrier.cluster.*.aligned)
+    """bar.sync / barrier.sync [id[, count]], bar.arrive through formal.kernel.barriers,
+    barrier.cluster.arrive / wait through formal.kernel.cluster: a thread waits (is parked) until
+    the barrier completes.  The .aligned forms (bar.sync, barrier.sync.aligned, barrier.cluster.*.aligned)
     must be executed by whole warps."""
     parts = ins.parts
     if "warp" in parts:                 # bar.warp.sync: orders memory among the warp's threads
@@ -149,10 +149,8 @@ def _bar(m, p, ins, exe):
         raise Unsupported(ins.line, ins.text, "bar.red")
     if not exe.any():
         return None
-    if "cluster" in parts:              # arrive releases, wait acquires: the wait is the CTA barrier
-        if "arrive" in parts:
-            return None
-        bar_id, count, wait = "cluster", None, True
+    if "cluster" in parts:              # barrier.cluster.arrive / wait: formal.kernel.cluster
+        bar_id = "cluster"
     else:
         ops = ins.ops
         if not ops:
@@ -181,6 +179,9 @@ def _bar(m, p, ins, exe):
             m.witness("undefined", ins, int(np.flatnonzero(bad)[0]),
                       arrived="this thread of the warp does not execute the barrier with its warp",
                       wanted="every live thread of a warp executes an .aligned barrier together (9.7.13.1)")
+    if bar_id == "cluster":
+        (m.cluster.arrive if "arrive" in parts else m.cluster.wait)(ins, p, exe)
+        return None
     m.barriers.bar(ins, p, exe, bar_id, count, wait)
     return None
 
@@ -1011,6 +1012,11 @@ def _fence(m, p, ins, exe):
     parts = ins.parts
     if len(parts) > 2 and parts[1] == "proxy" and parts[2] == "async":
         m.asy.proxy_fence(exe)
+    elif len(parts) > 2 and parts[1] == "proxy" and parts[2].startswith("tensormap"):
+        from .tma import tensormap_fence
+        tensormap_fence(m, p, ins, exe)
+    elif len(parts) > 1 and parts[1] == "mbarrier_init":
+        m.cluster.fence_init(exe)
     return None
 
 
@@ -1075,18 +1081,23 @@ def _setmaxnreg(m, p, ins, exe):
 
 
 def _mapa(m, p, ins, exe):
-    """mapa.shared::cluster: the address of the same variable in CTA ``rank`` of the cluster.  Only
-    1-CTA clusters are executed: rank 0 is this CTA (the address is unchanged)."""
+    """mapa.shared::cluster d, a, rank: the address of a's offset in CTA ``rank`` of the cluster
+    (formal.kernel.cluster's encoding)."""
     if "shared::cluster" not in ins.parts:
         raise Unsupported(ins.line, ins.text, "mapa of generic addresses")
     t = _t(ins)
-    a = m.value(ins.ops[1], ins, V.type_bits(t))
-    rank = m.value(ins.ops[2], ins, 32)
-    bad = exe & (rank != 0)
-    if bad.any():
-        raise Unsupported(ins.line, ins.text, "a CTA rank other than 0: multi-CTA clusters are not executed")
-    _scalar_write(m, ins, p, exe, ins.ops[0], a)
+    tidx = np.flatnonzero(exe)
+    a = np.asarray(m.value(ins.ops[1], ins, V.type_bits(t)), dtype=U64)[tidx]
+    rank = np.asarray(m.value(ins.ops[2], ins, 32), dtype=U64)[tidx].astype(np.int64) & 0xFFFFFFFF
+    out = np.zeros(m.T, U64)
+    out[tidx] = m.cluster.encode(ins, a, rank, tidx)
+    _scalar_write(m, ins, p, exe, ins.ops[0], out)
     return None
+
+
+def _tensormap(m, p, ins, exe):
+    from .tma import tensormap
+    return tensormap(m, p, ins, exe)
 
 
 def _mbarrier(m, p, ins, exe):
@@ -1111,6 +1122,7 @@ _HANDLERS = {
     "ldmatrix": _ldmatrix, "stmatrix": _ldmatrix, "movmatrix": _movmatrix, "shfl": _shfl, "prmt": _prmt,
     "mma": _mma, "wmma": _wmma, "wgmma": _wgmma, "fence": _fence, "elect": _elect,
     "setmaxnreg": _setmaxnreg, "mapa": _mapa, "mbarrier": _mbarrier, "tcgen05": _unsupported,
+    "tensormap": _tensormap,
     "call": _unsupported, "atom": _unsupported, "red": _unsupported, "vote": _vote,
     "createpolicy": _createpolicy, "activemask": _activemask,
     "ex2": _int_or_float, "lg2": _int_or_float, "rcp": _int_or_float, "rsqrt": _int_or_float,

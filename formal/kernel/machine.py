@@ -174,6 +174,8 @@ class Machine:
                                     f"linear indices 0..{len(all_ctas) - 1})")
                 cl.append(c)
             self.ctas = cl
+        from .cluster import layout
+        self.ctas = layout(sp, self.ctas)
         n = len(self.ctas)
         T = self.T = n * self.bsp
         t = np.arange(T)
@@ -187,6 +189,8 @@ class Machine:
         self.warp = local // 32
         self.gwarp = t // 32
         self.T = T
+        from .cluster import Cluster
+        self.cluster = Cluster(self)             # CTA groups, distributed shared memory (cluster.py)
 
     def _setup_memory(self, inputs):
         sp, mod, fn = self.spec, self.mod, self.fn
@@ -277,6 +281,9 @@ class Machine:
         self.params.data[:len(blob)] = np.frombuffer(bytes(blob), dtype=np.uint8)
         from .tma import tensormap_table
         self.tmaps = tensormap_table(self)       # address of each [[tensormap]] -> the map
+        self.devmaps: dict = {}                  # maps in memory (built on the device): address -> decoded
+        self.tma_release: dict = {}              # tensormap-proxy releases: address -> (step, line, text)
+        self.tma_acquire: dict = {}              # acquires: address -> [(thread, step, CTA barrier epoch)]
 
     def _write_buffer(self, b, o, arr):
         eb = b.bits // 8
@@ -431,19 +438,9 @@ class Machine:
             return {"%lanemask_lt": (one << l) - one, "%lanemask_le": (one << (l + one)) - one,
                     "%lanemask_eq": one << l, "%lanemask_gt": U64(0xFFFFFFFF) ^ ((one << (l + one)) - one),
                     "%lanemask_ge": U64(0xFFFFFFFF) ^ ((one << l) - one)}[name] & U64(0xFFFFFFFF)
-        # clusters: only 1-CTA clusters are executed (bind refuses others), so each CTA is its cluster
-        if base == "%cluster_ctaid" and ax is not None:
-            return np.zeros(self.T, dtype=U64)
-        if base == "%cluster_nctaid" and ax is not None:
-            return np.ones(self.T, dtype=U64)
-        if base == "%clusterid" and ax is not None:
-            return self.ctaid[ax].astype(U64)
-        if base == "%nclusterid" and ax is not None:
-            return np.full(self.T, sp.grid[ax], dtype=U64)
-        if name in ("%cluster_ctarank",):
-            return np.zeros(self.T, dtype=U64)
-        if name in ("%cluster_nctarank",):
-            return np.ones(self.T, dtype=U64)
+        c = self.cluster.special(name)
+        if c is not None:
+            return c
         if name.startswith("%") and name not in self.fn.regs:
             if base in ("%tid", "%ntid", "%ctaid", "%nctaid", "%laneid", "%warpid", "%nwarpid", "%smid", "%clock",
                         "%clock64", "%globaltimer", "%nsmid", "%gridid", "%cluster_ctaid", "%clusterid",
@@ -667,6 +664,7 @@ class Machine:
         if max_steps < 1:
             raise SpecError(f"the step bound must be at least 1, got {max_steps}")
         uniform = True                       # every live thread at one pc and none parked
+        deadlocked = False
         while True:
             if uniform:
                 if not alive.any():
@@ -678,9 +676,14 @@ class Machine:
                 if not ready.any():
                     if not alive.any():
                         break
-                    if self.barriers.resolve():
+                    if self.barriers.resolve() or self.cluster.resolve():
                         continue
-                    self.barriers.deadlock()
+                    stuck = parked & alive
+                    if (stuck & ~self.cluster.waiting).any():
+                        self.barriers.deadlock(skip=self.cluster.waiting)
+                    else:
+                        self.cluster.deadlock()
+                    deadlocked = True
                     break
                 p = int(pc[ready].min())
                 mask = ready & (pc == p)
@@ -727,6 +730,8 @@ class Machine:
             live = pc[alive]
             uniform = live.size == 0 or (live.min() == live.max() and not parked[alive].any())
         self.steps = steps
+        if not deadlocked:
+            self.cluster.finish()
 
 
 def _flat_regs(ops):

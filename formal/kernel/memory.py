@@ -59,8 +59,13 @@ def resolve(m, ins, space, addr, tidx, nbytes, rows=None):
             ok |= (flat >= o) & (flat + nbytes <= o + v.size)
         reg = m.heap
     elif space == "shared":
+        slot = m.slot[tidx]
+        if (addr >= m.S).any():                    # .shared::cluster addresses (cluster.py)
+            from .cluster import check_remote_generic
+            slot, addr, _ = m.cluster.target(ins, addr, tidx)
+            check_remote_generic(m, ins, slot, tidx)
         ok = (addr >= 0) & (addr + nbytes <= m.S)
-        flat = m.slot[tidx] * m.S + addr
+        flat = slot * m.S + addr
         reg = m.shared
     elif space == "local":
         if m.local is None:

@@ -621,6 +621,8 @@ def _decl(stmt: str, line: int, path, space_hint=None) -> tuple[list, Var | None
         init, unmodelled = _initialiser(init_txt.strip(), typ, eb * vecn, line, path)
         if open_dim and init is not None:                 # .b32 t[] = {1, 2, 3}: sized by its initialiser
             size = len(init)
+    if "ptr" in quals:          # .param .u64 .ptr .global .align N: N is the pointee's alignment
+        align = 0
     var = Var(name, space, size, align or eb, extern or (bool(dims) and dims[-1] == ""), bits, init, line,
               unmodelled)
     return [], var, space
