@@ -252,7 +252,8 @@ def _check_tensormap_fences(m, ins, a: int, t: int, writer) -> None:
                          f", released at line {rel[1]}, and not acquired by this thread (or its CTA before a barrier)"),
               wanted="tensormap.cp_fenceproxy or fence.proxy.tensormap::generic.release after the writes, and "
               "fence.proxy.tensormap::generic.acquire before the TMA that uses the map (9.7.13.4)",
-              path=[(writer.line, writer.text)] + ([(rel[1], rel[2])] if rel else []) + [(ins.line, ins.text)])
+              path=[(writer.line, writer.text)] + ([(rel[1], rel[2])] if rel and rel[1] != writer.line else [])
+              + [(ins.line, ins.text)])
 
 
 def tensormap_table(m) -> dict:
