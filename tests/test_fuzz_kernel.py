@@ -76,8 +76,8 @@ def _module_cases(rng: random.Random) -> list:
         ("unknown_fn_directive", sub(".reqntid 32", ".reqntid 32 .frob 1"), 2, 2),
         ("reqntid_mismatch", sub(".reqntid 32", ".reqntid 64"), 0, 2),
         ("maxntid_small", sub(".reqntid 32", ".maxntid 16"), 0, 2),
-        ("explicitcluster", sub(".reqntid 32", ".reqntid 32\n.explicitcluster"), 0, 3),
-        ("cluster2", sub(".reqntid 32", ".reqntid 32\n.reqnctapercluster 2"), 0, 3),
+        ("explicitcluster", sub(".reqntid 32", ".reqntid 32\n.explicitcluster"), 0, 0),     # a 1-CTA cluster
+        ("cluster2", sub(".reqntid 32", ".reqntid 32\n.reqnctapercluster 2"), 0, 2),       # the spec says 1 CTA
         ("call_undeclared", sub("\tret;", "\tcall.uni foo;\n\tret;"), 0, 3),
         ("call_extern", sub(".visible .entry", ".extern .func foo();\n.visible .entry").replace("\tret;", "\tcall.uni foo;\n\tret;"), 0, 3),
         ("call_indirect", sub("\tret;", "\tcall.uni %rd1, ();\n\tret;"), 0, 3),

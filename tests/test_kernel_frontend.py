@@ -192,7 +192,11 @@ def test_initialisers_read_bit_exactly():
      .replace("dirs_param_1 = [1, 2, 3]", "").replace("dirs_param_0", "uses_self_ptr_param_0"), 3,
      "line 15: self_ptr (initialiser 'generic(counter)'"),
     (lambda s: s.replace('entry = "dirs"', 'entry = "clustered"').replace("dirs_param_1 = [1, 2, 3]", "")
-     .replace("dirs_param_0", "clustered_param_0"), 3, "a cluster launch"),
+     .replace("dirs_param_0", "clustered_param_0").replace("grid = [1]", "grid = [4]\ncluster = [4]"), 2,
+     "has 4 CTAs, but clustered declares .maxclusterrank 2"),
+    (lambda s: s.replace('entry = "dirs"', 'entry = "clustered"').replace("dirs_param_1 = [1, 2, 3]", "")
+     .replace("dirs_param_0", "clustered_param_0").replace("grid = [1]", "grid = [3]\ncluster = [2]"), 2,
+     "grid [3, 1, 1] is not a whole number of clusters"),
     (lambda s: s.replace("block = [64]", "block = [256]"), 2, "declares .maxntid 128, 1, 1"),
     (lambda s: s.replace("[1, 2, 3]", "[1, 2, 3, 4]"), 2, "4 words are 16 bytes; dirs_param_1 has 12"),
     (lambda s: s.replace("[1, 2, 3]", '"0x1_00000000_00000000_00000000"'), 2, "25 hex digits do not fit"),

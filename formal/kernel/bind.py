@@ -88,6 +88,11 @@ def check_launch(fn: Function, spec: KernelSpec) -> None:
         if blk[0] * blk[1] * blk[2] > lim:
             raise SpecError(f"{spec.source}: block = {list(blk)} has {blk[0] * blk[1] * blk[2]} threads, but {fn.name} "
                             f"declares .maxntid {', '.join(map(str, d['maxntid']))} (line {fn.line}): at most {lim}")
+    mx = d.get("maxclusterrank")
+    n = spec.cluster[0] * spec.cluster[1] * spec.cluster[2]
+    if mx and n > mx[0]:
+        raise SpecError(f"{spec.source}: cluster = {list(spec.cluster)} has {n} CTAs, but {fn.name} declares "
+                        f".maxclusterrank {mx[0]} (line {fn.line}): at most {mx[0]}")
     cl = d.get("reqnctapercluster")
     if cl:
         want = (list(cl) + [1, 1, 1])[:3]
