@@ -149,3 +149,23 @@ def test_a_launch_that_is_not_whole_clusters_is_bad_input():
         kernel.run(module(n), dataclasses.replace(spec(n), grid=(3, 2, 1)))
     with pytest.raises(kernel.SpecError, match="reqnctapercluster"):
         kernel.run(module(n), dataclasses.replace(spec(n), cluster=(1, 1, 1)))
+
+
+# ------------------------------------------------------------------ kernel check (the run's machine)
+
+@pytest.mark.parametrize("name", [n if n == "tri_devtma_f16_w4" else pytest.param(n, marks=pytest.mark.slow)
+                                  for n in CLUSTER + DEVICE_MAPS])
+def test_check_proves(name):
+    r = kernel.check(module(name), spec(name))
+    assert r.verdict == "proved", (r.summary, [str(w) for w in r.witnesses[:2]])
+    assert r.stats["outputs_complete"] == r.stats["outputs_checked"] > 0
+
+
+@pytest.mark.slow
+def test_check_refutes_both_ctas_of_a_cluster_taking_one_half():
+    """Triton's num_ctas=2 kernel picks its half of N from %cluster_ctarank: with the rank masked out
+    both CTAs load and store the same half, and the other half of C is never stored."""
+    n = "tri_tma_cta2_f16_w8"
+    r = kernel.check(_mutant(n, [("and.b32 \t%r33, %r32, 64;", "and.b32 \t%r33, %r32, 0;")]), spec(n))
+    assert r.verdict == "refuted" and r.witnesses[0].kind == "missing-product"
+    assert "C[0, 64] never stored" in r.witnesses[0].arrived
