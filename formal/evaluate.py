@@ -148,9 +148,7 @@ def _sparse_dot(vals, kidx, B, C, kw):
     stored (hardware) order.  vals, kidx [T, M, K/2]; B [T, K, N]; C [T, M, N]."""
     from . import numerics
 
-    bt = B[np.arange(B.shape[0])[:, None, None], kidx.astype(np.int64)]     # [T, M, K/2, N]: rows of B
-    at = np.broadcast_to(vals[..., None], bt.shape)
-    return numerics.dot_terms(np.moveaxis(at, 3, 2), np.moveaxis(bt, 3, 2), C, **kw)
+    return numerics.engine.sparse_dot(vals, kidx, B, C, **kw)
 
 
 def _no_scales(form: Form, scale_a: Any, scale_b: Any) -> None:

@@ -16,8 +16,8 @@ from .xp import backend, current, like, module_for, np, on_host, to_host
 
 from . import block as B
 from .archs import get_model
-from .formats import (Decoded, b32_to_f64, convert, decode, decode_converted, encode_int, f64_to_b16, f64_to_b32,
-                      get_format, int_values, round_binary, to_float64)
+from .formats import (Decoded, Taken, b32_to_f64, convert, decode, decode_converted, encode_int, f64_to_b16,
+                      f64_to_b32, get_format, int_values, round_binary, to_float64)
 from .params import BlockFMA, Emulated, ExactRound, FmaChain, FmaPipe, IntegerDot, Narrowed, Popc, UnsupportedPath
 
 #: products per chunk: keeps the [K, chunk] temporaries inside the CPU caches
@@ -163,6 +163,52 @@ def mma_matrices(A, B, C, **kw):
         if kw.get(s) is not None:
             kw[s] = f(arr(kw[s]))
     return dot_terms(a, b, arr(C), **kw)
+
+
+def sparse_dot(vals, kidx, b, c, **kw):
+    """D of a sparse form (mma.sp, wgmma .sp): output (m, n) sums stored term j of row m,
+    ``vals[..., m, j]``, times ``b[..., kidx[..., m, j], n]``, the terms in the stored
+    (hardware) k order.  vals, kidx [T, M, Ks]; b [T, K, N]; c [T, M, N] -> d [T, M, N].
+
+    It is :func:`dot_terms` over the gathered rows of b.  On the host, the block-FMA paths
+    decode b once and gather its decoded rows (fields taken on demand, formats.Taken):
+    decoding commutes with the gather, and a gather of codes costs a decode per product."""
+    kw = dict(kw)
+    vals, kidx = numpy.asarray(vals), numpy.asarray(kidx)
+    fast = False
+    if kw.get("device") in (None, "cpu") and on_host() and kw.get("scale_a") is None \
+            and not any(hasattr(x, "__cuda_array_interface__") for x in (b, c)):
+        t = [str(kw[k]).lstrip(".") for k in ("atype", "btype", "ctype", "dtype")]
+        _, p = get_model(kw.get("arch", "sm_90")).path(*t, kw.get("kind"), scaled=False, shape=kw.get("shape"))
+        fast = isinstance(p, BlockFMA)
+    if not fast:
+        bt = b[numpy.arange(b.shape[0])[:, None, None], kidx.astype(numpy.int64)]      # [T, M, Ks, N]
+        at = numpy.broadcast_to(vals[..., None], bt.shape)
+        return dot_terms(numpy.moveaxis(at, 3, 2), numpy.moveaxis(bt, 3, 2), c, **kw)
+    atype, btype, ctype, dtype = t
+    b, c = numpy.asarray(b), numpy.asarray(c)
+    T, M, Ks = vals.shape
+    N = b.shape[-1]
+    if kidx.shape != vals.shape or b.ndim != 3 or b.shape[0] != T or c.shape != (T, M, N):
+        raise ValueError(f"sparse_dot shapes: vals {vals.shape}, kidx {kidx.shape}, b {b.shape}, c {c.shape}")
+    db = _decode_input(b, btype, p)                                   # [T, K, N], each element once
+    R = T * M                                                         # output rows (t, m)
+    row_t = numpy.repeat(numpy.arange(T), M)
+    va, ki, cr = vals.reshape(R, Ks), kidx.reshape(R, Ks).astype(numpy.intp), c.reshape(R, N)
+    out = None
+    step = max(1, CHUNK_TERMS // max(Ks * N, 1))
+    for r0 in range(0, R, step):
+        sl = slice(r0, min(R, r0 + step))
+        ti, kk = row_t[sl][None, :], ki[sl].T                          # [1, r], [Ks, r]
+        # field [T, K, N] -> rows [Ks, r, N] (K-first, contiguous), seen as [r, N, Ks]
+        take = lambda x, ti=ti, kk=kk: numpy.moveaxis(x[ti, kk], 0, -1)  # noqa: E731
+        da = _decode_input(va[sl][:, None, :], atype, p)               # [r, 1, Ks]
+        prod = B.product_terms([da, Taken(db, take, b.shape)])
+        d = B.chain(prod, cr[sl], ctype, dtype, p)
+        if out is None:
+            out = numpy.empty((R, N), d.dtype)
+        out[sl] = d
+    return out.reshape(T, M, N)
 
 
 # ---------------------------------------------------------------------------

@@ -283,6 +283,38 @@ class Decoded:
         return Decoded(self.fmt, *(np.asarray(getattr(self, n))[key] for n in self._NAMES))
 
 
+class Taken(Decoded):
+    """The elements of ``base`` rearranged by ``take`` (one indexing / axis move applied alike
+    to every field), each field taken on demand from the base's: a gather of decoded rows
+    instead of a decode per gathered element (sparse B rows, :func:`formal.numerics.engine.sparse_dot`).
+    ``erange`` and ``has_special`` answer for the base's elements, a superset: a valid bound
+    (the float32 product path reads erange as one) and a conservative flag."""
+
+    def __init__(self, base: Decoded, take, shape):
+        super().__init__(base.fmt)
+        self._base, self._take, self._shape = base, take, tuple(shape)
+
+    def _get(self, name):
+        v = self._f.get(name)
+        if v is None:
+            v = self._take(np.broadcast_to(self._base._get(name), self._shape))
+            self._f[name] = v
+        return v
+
+    def wide(self) -> bool:
+        return self._base.wide()
+
+    def erange(self, data: bool = False):
+        return self._base.erange(data)
+
+    def has_special(self) -> bool:
+        return self._base.has_special()
+
+    def kfirst(self) -> "Decoded":
+        take = self._take
+        return Taken(self._base, lambda x: np.ascontiguousarray(np.moveaxis(take(x), -1, 0)), self._shape)
+
+
 def _table(name: str):
     with backend(numpy):   # tables are built and cached on the host
         return _table_host(name)
