@@ -36,7 +36,7 @@ run in float32 / int16 / int32 instead, half the memory traffic
 """
 from __future__ import annotations
 
-from .xp import fused, np
+from .xp import fused, np, on_host
 
 from .formats import E16_ZERO, ZERO_EXP, Decoded, Format, bitlen, decode, encode, get_format
 from .params import BlockFMA
@@ -462,7 +462,11 @@ def _window_sum_f32(g: Terms, E, F: int, truncation: str):
     scale = _scale32(E, lo, Ehi, F)
     if g._val is None and g._factors is not None:
         (_, va), (_, vb) = g._factors
-        s = (_floor_sum2 if truncation == "floor" else _trunc_sum2)(va, vb, scale)
+        if on_host():
+            acc = np.int32 if g.K * ((1 << top) - 1) < (1 << 31) else np.int64
+            s = _window_sum2_host(va, vb, scale, truncation == "floor", acc)
+        else:
+            s = (_floor_sum2 if truncation == "floor" else _trunc_sum2)(va, vb, scale)
         return np.broadcast_to(s, E.shape).astype(np.int64, copy=False)
     m = np.empty(np.broadcast_shapes(g.val.shape, scale.shape), np.int32)
     if truncation == "floor":
@@ -507,6 +511,26 @@ def _trunc_sum2(va, vb, scale):
 @fused
 def _floor_sum2(va, vb, scale):
     return np.sum(np.floor(va * vb * scale).astype(np.int32), axis=0)
+
+
+def _window_sum2_host(va, vb, scale, floor: bool, acc):
+    """_trunc_sum2 / _floor_sum2 on the host, one k at a time into reused buffers (each
+    [batch] slice stays in cache; the same exact products, casts and integer sum)."""
+    K = max(va.shape[0], vb.shape[0])
+    shape = np.broadcast_shapes(va.shape[1:], vb.shape[1:], scale.shape)
+    t = np.empty(shape, np.float32)
+    m = np.empty(shape, np.int32)
+    s = np.zeros(shape, acc)
+    for k in range(K):
+        np.multiply(va[min(k, va.shape[0] - 1)], vb[min(k, vb.shape[0] - 1)], out=t)
+        if floor:
+            np.multiply(t, scale, out=t)
+            np.floor(t, out=t)
+            m[...] = t
+        else:    # the cast into the int32 buffer truncates toward zero
+            np.multiply(t, scale, out=m, casting="unsafe")
+        s += m
+    return s
 
 
 def _window_sum_int(groups: list[Terms], E, F: int, truncation: str):

@@ -34,7 +34,7 @@ from typing import Iterable
 
 import numpy
 
-from .xp import backend, fused, like, np
+from .xp import backend, fused, like, np, on_host
 
 from ._spec import load_spec
 
@@ -379,7 +379,16 @@ def _b32_outside(mag, lsb):
 # only where they are normal (or Inf), and build the rest from the bits with float64 and
 # integer arithmetic, so numpy and CuPy give the same bits.
 
+def _host_subnormals_exact() -> bool:
+    """Whether this CPU converts a float32 subnormal to float64 exactly (no DAZ/FTZ mode set
+    by some library built with fast-math); asked per call, it costs a microsecond."""
+    return bool(numpy.array([1], numpy.uint32).view(numpy.float32).astype(numpy.float64)[0] == 2.0 ** -149)
+
+
 def _b32_to_f64(u):
+    if on_host() and type(u) is numpy.ndarray and u.dtype == numpy.uint32 and _host_subnormals_exact():
+        with numpy.errstate(invalid="ignore"):   # host numpy: the hardware conversion is exact
+            return u.view(numpy.float32).astype(numpy.float64)
     ef = (u >> 23) & 0xFF
     mant = u & 0x7FFFFF
     sig = np.where(ef == 0, mant, mant | 0x800000).astype(np.float64)
@@ -746,9 +755,13 @@ def _encode_binary32(neg, mag, lsb, f: Format, mode, overflow, ftz, nan, inf, na
         return None
     # 2**lsb built from its bits (a normal float64 for these lsb): exact, and no libm call
     v = mag.astype(np.float64) * ((lsb + 1023) << 52).view(np.float64)
-    v = np.where(neg, -v, v)
-    out = f64_to_b32(v)
-    if mode != "rn":
+    host_rz = mode == "rz" and on_host() and type(v) is numpy.ndarray
+    if host_rz:     # v stays the magnitude |value|
+        out = _rz_b32_host(v) | (numpy.asarray(neg, numpy.uint32) << numpy.uint32(31))
+    else:
+        v = np.where(neg, -v, v)
+        out = f64_to_b32(v)
+    if mode != "rn" and not host_rz:
         # nextafter on the bits: the magnitude code +-1 (Inf - 1 is the largest finite number)
         r64 = b32_to_f64(out)
         if mode == "rz":
@@ -774,6 +787,23 @@ def _encode_binary32(neg, mag, lsb, f: Format, mode, overflow, ftz, nan, inf, na
         ncode = f.nan_code if nan_code is None else int(nan_code)
         out = np.where(np.broadcast_to(np.asarray(nan, bool), out.shape), np.uint32(ncode & 0xFFFFFFFF), out)
     return out.astype(f.np_container, copy=False)
+
+
+def _rz_b32_host(a):
+    """binary32 bits of the float64 magnitude ``a`` (+0 or a normal float64) rounded toward
+    zero with gradual underflow, a >= 2**128 to the largest finite number (IEEE RZ): the
+    float64 bits truncated, integers only (host numpy; the device keeps f64_to_b32 and the
+    step back).  A binary32 normal's bits are the float64's shifted right by 29, less the
+    exponent bias difference (1023 - 127) << 23."""
+    u = a.view(numpy.uint64)
+    t = numpy.minimum((u >> numpy.uint64(29)).astype(numpy.int64) - (896 << 23), 0x7F7FFFFF)
+    low = t < (1 << 23)
+    if bool(numpy.any(low)):        # subnormal or zero: the significand in units of 2**-149
+        ex = (u >> numpy.uint64(52)).astype(numpy.int64)
+        mant = (u & numpy.uint64((1 << 52) - 1)) | numpy.uint64(1 << 52)
+        sub = (mant >> numpy.clip(926 - ex, 0, 63).astype(numpy.uint64)).astype(numpy.int64)
+        t = numpy.where(low, sub, t)
+    return t.astype(numpy.uint32)
 
 
 def _overflow_code(f: Format, neg, mode, overflow, maxfin, shape):
