@@ -98,22 +98,26 @@ def dot_terms(a, b, c, *, atype, btype, ctype, dtype, arch="sm_90", satfinite=Fa
     a2, b2 = ops[0], ops[1]
     both = [i for i in range(nb) if a2.shape[i] > 1 and b2.shape[i] > 1]
     inner = max(both or range(nb), key=lambda i: (batch[i], i))
+    longest = max(range(nb), key=lambda i: (batch[i], i))
+    if on_host() and batch[inner] < MIN_INNER and batch[longest] > batch[inner]:
+        inner = longest     # a short shared axis (wgmma's T) would make every CPU inner loop short
     perm = [i for i in range(nb) if i != inner] + [inner]
     ops = [None if x is None else x.transpose(perm + list(range(nb, x.ndim))) for x in ops]
     pb = [batch[i] for i in perm]
     chunk = _CHUNK.get(type(p), CHUNK_TERMS) if on_host() else DEVICE_CHUNK_TERMS
     # chunks of about `chunk` products: slices of the inner axis with every other axis
-    # whole (each a/b element decoded once), unless those slices would be short and no axis
-    # is shared by a and b (a GEMM step, an outer product of tiles); then whole slices of
-    # the outermost axis that allows it (a few tile rows, each with its long inner axis).
-    # Where an axis is shared (warps, T), outer slices would decode the other operand again
-    # per slice.  Every output depends on its own batch position only.
+    # whole (each a/b element decoded once), unless those slices would be short and the
+    # inner axis is not shared by a and b (a GEMM step, an outer product of tiles; wgmma's
+    # N); then whole slices of the outermost axis that allows it (a few tile rows, or a
+    # few wgmma instances, each with its long inner axis).  Where the inner axis is shared
+    # (warps, T), outer slices would decode the other operand again per slice.  Every
+    # output depends on its own batch position only.
     K1 = max(K, 1)
     total = math.prod(pb) * K1
     step = pb[-1] if total <= chunk else max(1, chunk * pb[-1] // total)
     rest = [math.prod(pb[i + 1:]) * K1 for i in range(nb)]
     ax = nb - 1
-    if step < min(pb[-1], MIN_INNER) and not both:
+    if step < min(pb[-1], MIN_INNER) and (not both or inner not in both):
         ax = next((i for i in range(nb - 1) if rest[i] <= chunk), nb - 1)
         if ax < nb - 1:
             step = chunk // rest[ax]
