@@ -430,7 +430,10 @@ def _window_sum_float(groups: list[Terms], E, F: int, truncation: str):
             if scale is None:
                 scale = np.ldexp(1.0, F - np.maximum(E, -900))   # E < -900 only when every addend is 0
             # (a float32 val is promoted to float64, exactly)
-            s = (_trunc_sum64 if truncation == "magnitude" else _floor_sum64)(g.val, scale).astype(np.int64)
+            if g.K == 1 and on_host():      # one addend (c): no sum
+                s = (np.trunc if truncation == "magnitude" else np.floor)(g.val[0] * scale).astype(np.int64)
+            else:
+                s = (_trunc_sum64 if truncation == "magnitude" else _floor_sum64)(g.val, scale).astype(np.int64)
         S = s if S is None else S + s
     if S is None:
         return np.zeros(E.shape, np.int64)

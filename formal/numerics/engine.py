@@ -22,6 +22,9 @@ from .params import BlockFMA, Emulated, ExactRound, FmaChain, FmaPipe, IntegerDo
 
 #: products per chunk: keeps the [K, chunk] temporaries inside the CPU caches
 CHUNK_TERMS = 1 << 20
+#: outputs per chunk on the host: caps the [batch] temporaries of the per-output steps (c, the
+#: window, the encode) too, which dominate when K is small (tf32: 8 terms per block)
+CHUNK_OUTPUTS = 1 << 15
 #: products per chunk on a GPU (kernel launches amortised; ~10 temporaries of 8 bytes each)
 DEVICE_CHUNK_TERMS = 1 << 28
 #: shortest inner-axis slice worth a chunk (shorter ones: chunks of outer axes instead)
@@ -104,7 +107,7 @@ def dot_terms(a, b, c, *, atype, btype, ctype, dtype, arch="sm_90", satfinite=Fa
     perm = [i for i in range(nb) if i != inner] + [inner]
     ops = [None if x is None else x.transpose(perm + list(range(nb, x.ndim))) for x in ops]
     pb = [batch[i] for i in perm]
-    chunk = _CHUNK.get(type(p), CHUNK_TERMS) if on_host() else DEVICE_CHUNK_TERMS
+    chunk = min(_CHUNK.get(type(p), CHUNK_TERMS), CHUNK_OUTPUTS * max(K, 1)) if on_host() else DEVICE_CHUNK_TERMS
     # chunks of about `chunk` products: slices of the inner axis with every other axis
     # whole (each a/b element decoded once), unless those slices would be short and the
     # inner axis is not shared by a and b (a GEMM step, an outer product of tiles; wgmma's
@@ -200,14 +203,15 @@ def sparse_dot(vals, kidx, b, c, **kw):
     row_t = numpy.repeat(numpy.arange(T), M)
     va, ki, cr = vals.reshape(R, Ks), kidx.reshape(R, Ks).astype(numpy.intp), c.reshape(R, N)
     out = None
-    step = max(1, CHUNK_TERMS // max(Ks * N, 1))
+    ranges: dict = {}
+    step = max(1, min(CHUNK_TERMS // max(Ks * N, 1), CHUNK_OUTPUTS // max(N, 1)))
     for r0 in range(0, R, step):
         sl = slice(r0, min(R, r0 + step))
         ti, kk = row_t[sl][None, :], ki[sl].T                          # [1, r], [Ks, r]
         # field [T, K, N] -> rows [Ks, r, N] (K-first, contiguous), seen as [r, N, Ks]
         take = lambda x, ti=ti, kk=kk: numpy.moveaxis(x[ti, kk], 0, -1)  # noqa: E731
         da = _decode_input(va[sl][:, None, :], atype, p)               # [r, 1, Ks]
-        prod = B.product_terms([da, Taken(db, take, b.shape)])
+        prod = B.product_terms([da, Taken(db, take, b.shape, ranges)])
         d = B.chain(prod, cr[sl], ctype, dtype, p)
         if out is None:
             out = numpy.empty((R, N), d.dtype)

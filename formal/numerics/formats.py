@@ -290,9 +290,10 @@ class Taken(Decoded):
     ``erange`` and ``has_special`` answer for the base's elements, a superset: a valid bound
     (the float32 product path reads erange as one) and a conservative flag."""
 
-    def __init__(self, base: Decoded, take, shape):
+    def __init__(self, base: Decoded, take, shape, ranges: dict | None = None):
         super().__init__(base.fmt)
         self._base, self._take, self._shape = base, take, tuple(shape)
+        self._ranges = {} if ranges is None else ranges      # base.erange, shared by the views of one base
 
     def _get(self, name):
         v = self._f.get(name)
@@ -305,14 +306,17 @@ class Taken(Decoded):
         return self._base.wide()
 
     def erange(self, data: bool = False):
-        return self._base.erange(data)
+        if data not in self._ranges:
+            self._ranges[data] = self._base.erange(data)
+        return self._ranges[data]
 
     def has_special(self) -> bool:
         return self._base.has_special()
 
     def kfirst(self) -> "Decoded":
         take = self._take
-        return Taken(self._base, lambda x: np.ascontiguousarray(np.moveaxis(take(x), -1, 0)), self._shape)
+        return Taken(self._base, lambda x: np.ascontiguousarray(np.moveaxis(take(x), -1, 0)), self._shape,
+                     self._ranges)
 
 
 def _table(name: str):
@@ -457,6 +461,13 @@ def f64_to_b16(v):
 @fused
 def _b32_val(u):
     """b32_to_f64 with NaN and Inf as a zero of their sign (sig = 0, as in _decode_arith)."""
+    if on_host() and type(u) is numpy.ndarray and u.dtype == numpy.uint32 and _host_subnormals_exact():
+        with numpy.errstate(invalid="ignore"):
+            v = u.view(numpy.float32).astype(numpy.float64)
+        sp = (u & numpy.uint32(0x7F800000)) == numpy.uint32(0x7F800000)
+        if bool(numpy.any(sp)):          # the sign bit of a NaN or an Inf, on a zero
+            v[sp] = numpy.copysign(0.0, v[sp])
+        return v
     v = _b32_to_f64(u)
     return np.where(((u >> 23) & 0xFF) == 0xFF, np.where((u >> 31) == 1, -0.0, 0.0), v)
 
