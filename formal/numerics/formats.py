@@ -663,6 +663,10 @@ def encode(neg, mag, lsb, fmt, mode: str = "rn", *, frac_bits: int | None = None
             fast = _encode_binary32(neg, mag, lsb, f, mode, overflow, ftz, nan, inf, nan_code)
             if fast is not None:
                 return fast
+        elif P == m and mode == "rn" and _is_ieee16(f) and on_host() and type(mag) is numpy.ndarray:
+            fast = _encode_rn16_host(neg, mag, lsb, f, overflow, ftz, nan, inf, nan_code)
+            if fast is not None:
+                return fast
     shape = mag.shape
 
     nb = bitlen(mag)
@@ -738,6 +742,55 @@ def _is_binary32(f: Format) -> bool:
     """The IEEE 754 binary32 layout (numpy's / CUDA's float32): its encodings are float32 bits."""
     return (f.cls == "float" and f.signed and (f.exponent, f.mantissa, f.bias) == (8, 23, 127) and f.inf
             and f.nan == "ieee" and f.subnormal and f.field_bits == 32 and not f.ignored_low_bits)
+
+
+def _is_ieee16(f: Format) -> bool:
+    """A 16-bit IEEE-style format (f16, bf16): sign, Inf, IEEE NaN, subnormals, no ignored bits."""
+    return (f.cls == "float" and f.signed and f.inf and f.nan == "ieee" and f.subnormal and f.field_bits == 16
+            and f.bits == 16 and not f.ignored_low_bits and 1 + f.exponent + f.mantissa == 16)
+
+
+def _encode_rn16_host(neg, mag, lsb, f: Format, overflow, ftz, nan, inf, nan_code):
+    """:func:`encode` into f16 / bf16 with rn on the host, or None when the value is not an
+    exact float64 (the caller then runs the integer path).  The magnitude a = mag * 2**lsb is
+    an exact float64 (zero or normal, as in :func:`_encode_binary32`); its bits are rounded to
+    nearest even at the format's last place: the float64 fraction shifted right (the exponent
+    rebiased), or for a subnormal result the significand with its leading one shifted
+    further; a carry moves into the exponent, max finite rounds up to Inf."""
+    if mag.size == 0 or bool(np.any(_b32_outside(mag, lsb))):
+        return None
+    m, bias = f.mantissa, f.bias
+    drop, rebias = 52 - m, 1023 - bias
+    infc = ((1 << f.exponent) - 1) << m
+    u = (mag.astype(numpy.float64) * ((lsb + 1023) << 52).view(numpy.float64)).view(numpy.uint64).reshape(-1)
+    # normal results: round half to even by adding half - 1 plus the kept last bit, then shift
+    one = numpy.uint64(1)
+    r = (u + numpy.uint64((1 << (drop - 1)) - 1) + ((u >> numpy.uint64(drop)) & one)) >> numpy.uint64(drop)
+    t = numpy.minimum(r.astype(numpy.int64) - (rebias << m), infc)
+    low = u < numpy.uint64((rebias + 1) << 52)            # below the smallest normal (zero included)
+    if bool(numpy.any(low)):
+        ul = u[low]
+        ex = (ul >> numpy.uint64(52)).astype(numpy.int64) - rebias
+        mant = (ul & numpy.uint64((1 << 52) - 1)) | numpy.uint64(1 << 52)
+        sh = numpy.minimum(drop + 1 - ex, 63).astype(numpy.uint64)        # > drop: the leading one goes too
+        q = mant >> sh
+        rem = mant & ((one << sh) - one)
+        half = one << (sh - one)
+        t[low] = (q + ((rem > half) | ((rem == half) & ((q & one) == one)))).astype(numpy.int64)
+    t = t.reshape(mag.shape)
+    if overflow == "satfinite":
+        t = numpy.minimum(t, infc - 1)
+    if ftz:
+        t = numpy.where(t < (1 << m), 0, t)
+    out = t.astype(numpy.uint16) | (numpy.asarray(neg, numpy.uint16) << numpy.uint16(15))
+    if inf is not None:
+        big = numpy.uint16(infc - 1 if overflow == "satfinite" else infc)
+        out = numpy.where(numpy.broadcast_to(numpy.asarray(inf, bool), out.shape),
+                          numpy.where(neg, big | numpy.uint16(0x8000), big), out)
+    if nan is not None:
+        ncode = f.nan_code if nan_code is None else int(nan_code)
+        out = numpy.where(numpy.broadcast_to(numpy.asarray(nan, bool), out.shape), numpy.uint16(ncode & 0xFFFF), out)
+    return out.astype(f.np_container, copy=False)
 
 
 def _is_tf32(f: Format) -> bool:
