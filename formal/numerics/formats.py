@@ -293,7 +293,7 @@ class Taken(Decoded):
     def __init__(self, base: Decoded, take, shape, ranges: dict | None = None):
         super().__init__(base.fmt)
         self._base, self._take, self._shape = base, take, tuple(shape)
-        self._ranges = {} if ranges is None else ranges      # base.erange, shared by the views of one base
+        self._ranges = {} if ranges is None else ranges      # the base's answers, shared by its views
 
     def _get(self, name):
         v = self._f.get(name)
@@ -311,7 +311,9 @@ class Taken(Decoded):
         return self._ranges[data]
 
     def has_special(self) -> bool:
-        return self._base.has_special()
+        if "special" not in self._ranges:
+            self._ranges["special"] = self._base.has_special()
+        return self._ranges["special"]
 
     def kfirst(self) -> "Decoded":
         take = self._take
@@ -375,6 +377,16 @@ def _b32_outside(mag, lsb):
     """Where a value is not an exact float64 number of the form _encode_binary32 takes
     (element-wise only: CuPy's fused whole-array reductions are slow, np.any is not)."""
     return (mag >= (1 << 53)) | (lsb < -1022) | (lsb > 969)
+
+
+def _not_exact_f64(mag, lsb) -> bool:
+    """Whether some mag * 2**lsb is not an exact float64 of the form the float encoders take
+    (or there is nothing to encode); on the host by three reductions, no temporaries."""
+    if mag.size == 0:
+        return True
+    if on_host() and type(mag) is numpy.ndarray and type(lsb) is numpy.ndarray:
+        return bool(mag.max() >= (1 << 53) or lsb.min() < -1022 or lsb.max() > 969)
+    return bool(np.any(_b32_outside(mag, lsb)))
 
 
 # binary32 <-> float64 without float32 arithmetic on subnormals.  CuPy compiles its kernels
@@ -757,7 +769,7 @@ def _encode_rn16_host(neg, mag, lsb, f: Format, overflow, ftz, nan, inf, nan_cod
     nearest even at the format's last place: the float64 fraction shifted right (the exponent
     rebiased), or for a subnormal result the significand with its leading one shifted
     further; a carry moves into the exponent, max finite rounds up to Inf."""
-    if mag.size == 0 or bool(np.any(_b32_outside(mag, lsb))):
+    if _not_exact_f64(mag, lsb):
         return None
     m, bias = f.mantissa, f.bias
     drop, rebias = 52 - m, 1023 - bias
@@ -815,7 +827,7 @@ def _encode_binary32(neg, mag, lsb, f: Format, mode, overflow, ftz, nan, inf, na
     whose unbounded rounding exceeds the largest finite one without r being Inf already),
     "satfinite" clamps Inf.  ftz, the nan / inf masks and the NaN code as in :func:`encode`.
     """
-    if mag.size == 0 or bool(np.any(_b32_outside(mag, lsb))):
+    if _not_exact_f64(mag, lsb):
         return None
     # 2**lsb built from its bits (a normal float64 for these lsb): exact, and no libm call
     v = mag.astype(np.float64) * ((lsb + 1023) << 52).view(np.float64)
