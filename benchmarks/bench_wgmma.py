@@ -49,7 +49,7 @@ def _sparse(rng, A, t):
     return np.where(keep, A, 0).astype(A.dtype)
 
 
-def cpu_rate(f, T, device=None):
+def cpu_rate(f, T, device=None, repeat=1):
     rng = np.random.default_rng(0)
     M, N, K = f.mnk
     A = _codes(rng, f.atype, (T, M, K))
@@ -75,18 +75,27 @@ def cpu_rate(f, T, device=None):
         cp.cuda.Device().synchronize()
         return macs / (time.perf_counter() - t)
     wgmma_matrices(f, A[:1], B[:1], C[:1])
-    t = time.process_time()
-    wgmma_matrices(f, A, B, C)
-    return macs / (time.process_time() - t)
+    return macs / _best(lambda: wgmma_matrices(f, A, B, C), repeat)
 
 
-def baseline(T=20000):
+def _best(fn, repeat):
+    """The shortest process CPU time of ``repeat`` runs (the machine is shared: the others'
+    work inflates a run, never shortens it)."""
+    best = float("inf")
+    for _ in range(max(1, repeat)):
+        t = time.process_time()
+        fn()
+        best = min(best, time.process_time() - t)
+    return best
+
+
+def baseline(T=20000, repeat=1):
     rng = np.random.default_rng(0)
     A, B = from_float64(rng.standard_normal((T, 16, 16)), "f16"), from_float64(rng.standard_normal((T, 16, 8)), "f16")
     C = from_float64(rng.standard_normal((T, 16, 8)), "f32")
-    t = time.process_time()
-    mma_matrices(A, B, C, atype="f16", btype="f16", ctype="f32", dtype="f32", arch="sm_90", shape=(16, 8, 16))
-    return T * 16 * 8 * 16 / (time.process_time() - t)
+    run = lambda: mma_matrices(A, B, C, atype="f16", btype="f16", ctype="f32", dtype="f32", arch="sm_90",  # noqa: E731
+                               shape=(16, 8, 16))
+    return T * 16 * 8 * 16 / _best(run, repeat)
 
 
 def wgmma_forms(n=256):
@@ -126,17 +135,18 @@ def main(argv=None) -> int:
     ap.add_argument("--gpu", action="store_true")
     ap.add_argument("--gemm", type=int, default=0)
     ap.add_argument("--T", type=int, default=16)
+    ap.add_argument("--repeat", type=int, default=3, help="CPU: the best of this many runs per form and baseline")
     ap.add_argument("--json")
     a = ap.parse_args(argv)
     rec = {}
     if a.cpu:
-        base = baseline()
+        base = baseline(repeat=a.repeat)
         rows = []
         for f in wgmma_forms():
-            r = cpu_rate(f, a.T)
+            r = cpu_rate(f, a.T, repeat=a.repeat)
             rows.append({"form": f.opcode, "macs_per_s": r, "meets": r >= GOAL_CPU})
             print(f"{f.opcode:60s} {r:14,.0f} MAC/s {'ok' if r >= GOAL_CPU else 'BELOW GOAL'}", flush=True)
-        rec["cpu"] = {"baseline_m16n8k16_f16_macs_per_s": base, "goal": GOAL_CPU, "forms": rows,
+        rec["cpu"] = {"baseline_m16n8k16_f16_macs_per_s": base, "goal": GOAL_CPU, "repeat": a.repeat, "forms": rows,
                       "below_goal": [r["form"] for r in rows if not r["meets"]]}
         print(f"baseline (mma m16n8k16 f16->f32, same run): {base:,.0f} MAC/s; "
               f"{len(rows) - len(rec['cpu']['below_goal'])} of {len(rows)} forms >= {GOAL_CPU:.0e}")

@@ -821,4 +821,6 @@ _EXECUTORS = {BlockFMA: _run_block, Emulated: _run_emulated, FmaChain: _run_f64,
 
 __all__ = ["dot_terms", "mma_matrices", "fma_f64", "add_rounded", "UnsupportedPath"]
 
-_CHUNK.update({FmaChain: 1 << 18, FmaPipe: 1 << 17})
+# b1: a product is one bit (K / 8 bytes per output): a bigger chunk keeps the number of
+# Python-level chunks of a wgmma m64n256k256 batch at one per instance
+_CHUNK.update({FmaChain: 1 << 18, FmaPipe: 1 << 17, Popc: 1 << 22})
