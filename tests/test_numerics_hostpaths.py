@@ -51,7 +51,8 @@ def test_float_encoders_equal_the_integer_path(fmt, mode, lo, hi):
                 want = F.encode(neg, mag, lsb, fmt, mode, **kw)
             assert got.dtype == want.dtype
             bad = np.flatnonzero(got != want)
-            assert bad.size == 0, (overflow, ftz, int(mag[bad[0]]), int(lsb[bad[0]]), hex(got[bad[0]]), hex(want[bad[0]]))
+            assert bad.size == 0, (overflow, ftz, int(mag[bad[0]]), int(lsb[bad[0]]), hex(got[bad[0]]),
+                                   hex(want[bad[0]]))
             if fmt == "f32":       # and the device code (f64_to_b32 and the step back), FTZ emulated
                 with backend(FTZ):
                     dev = np.asarray(F.encode(FTZ.asarray(neg), FTZ.asarray(mag), FTZ.asarray(lsb), fmt, mode, **kw))
@@ -73,7 +74,8 @@ def test_hand_computed_roundings():
 
 
 def test_binary32_to_float64_host_equals_bit_built():
-    u = np.concatenate([np.arange(0, 1 << 12, dtype=np.uint32), np.arange((1 << 23) - 99, (1 << 23) + 99, dtype=np.uint32),
+    u = np.concatenate([np.arange(0, 1 << 12, dtype=np.uint32),
+                        np.arange((1 << 23) - 99, (1 << 23) + 99, dtype=np.uint32),
                         np.array([0x7F800000, 0x7F800001, 0x7FC00000, 0x7F7FFFFF], np.uint32),
                         np.random.default_rng(2).integers(0, 1 << 32, 20_000, dtype=np.uint64).astype(np.uint32)])
     u = np.concatenate([u, u | np.uint32(1 << 31)])
@@ -102,10 +104,14 @@ def _codes(rng, t, shape, regime):
 
 
 @pytest.mark.parametrize("op", [
-    "wgmma.mma_async.sp.sync.aligned.m64n256k32.f32.f16.f16", "wgmma.mma_async.sp.sync.aligned.m64n256k32.f16.f16.f16",
-    "wgmma.mma_async.sp.sync.aligned.m64n256k32.f32.bf16.bf16", "wgmma.mma_async.sp.sync.aligned.m64n256k16.f32.tf32.tf32",
-    "wgmma.mma_async.sp.sync.aligned.m64n256k64.f16.e4m3.e5m2", "mma.sp.sync.aligned.m16n8k16.row.col.f32.tf32.tf32.f32",
-    "mma.sp.sync.aligned.m16n8k64.row.col.f32.e4m3.e4m3.f32", "mma.sp.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"])
+    "wgmma.mma_async.sp.sync.aligned.m64n256k32.f32.f16.f16",
+    "wgmma.mma_async.sp.sync.aligned.m64n256k32.f16.f16.f16",
+    "wgmma.mma_async.sp.sync.aligned.m64n256k32.f32.bf16.bf16",
+    "wgmma.mma_async.sp.sync.aligned.m64n256k16.f32.tf32.tf32",
+    "wgmma.mma_async.sp.sync.aligned.m64n256k64.f16.e4m3.e5m2",
+    "mma.sp.sync.aligned.m16n8k16.row.col.f32.tf32.tf32.f32",
+    "mma.sp.sync.aligned.m16n8k64.row.col.f32.e4m3.e4m3.f32",
+    "mma.sp.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"])
 def test_sparse_dot_equals_dot_terms_over_gathered_rows(op, monkeypatch):
     f = parse(op)
     M, N, K = f.mnk
