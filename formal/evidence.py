@@ -120,7 +120,7 @@ def table() -> str:
     if gec:
         s, v = gec["summary"], gec["vectors"]
         rows.append((f"the evaluator's GPU path (`device=\"cuda\"`, CuPy) against its CPU path, every mma / mma.sp "
-                     f"form x selector and wmma.mma form, {len(gec['regimes'])} regimes and every coverage vector, "
+                     f"form x selector, wmma.mma and wgmma form, {len(gec['regimes'])} regimes and every coverage vector, "
                      f"{gec['gpu']['name']}, {gec['date'][:10]}",
                      f"{s['case_regimes']:,} case x regime batches, {v['vectors']:,} vectors",
                      f"{s['differing_case_regimes']} batches and {v['differing']} vectors differing; the H100 witness "
@@ -141,6 +141,17 @@ def table() -> str:
                      f"{v['d_fragments'][1] - v['d_fragments'][0] + v['a_fragments'][1] - v['a_fragments'][0]} "
                      f"fragments, {v['descriptor_readouts'][1] - v['descriptor_readouts'][0]} descriptors and "
                      f"{n_out - n_ok} outputs disagree with the spec"))
+    sd = _load("wgmma_sparse_desc_h200.json")
+    if sd:
+        rows.append((f"sparse wgmma with A from shared memory (a.sp through a descriptor; every type combination "
+                     f"and selector), {sd['device'].split(' (')[0]}", f"{len(sd['probes'])} probes, "
+                     f"{sd['registers']:,} registers", f"{sd['differing']} registers differ from the evaluator"))
+    wv = _load("wgmma_vectors_h200.json")
+    if wv:
+        rows.append((f"the wgmma coverage vectors of `ptx-formal vectors FORM --level matrix` ({len(wv['forms'])} "
+                     f"dense forms), {wv['device'].split(' (')[0]}", f"{sum(f['cases'] for f in wv['forms'].values()):,} "
+                     f"vectors, {wv['elements']:,} elements", f"{wv['differing']} elements differ from the vectors' "
+                     f"expected D"))
     sx = _load("wgmma_smem_probes_h200.json")
     if sx:
         rows.append((f"wgmma descriptors, what the first run left open ({sx['question']}), {sx['gpu']['name']}",
