@@ -302,7 +302,8 @@ def _float(m, p, ins, exe, t, srcs):
             iss = _imax(*(read_as(m, ins, p, o, to, v, et, off) for o, to, v in zip(srcs, ts, vals)
                           for off in ((0, 2) if t.endswith("x2") else (0,))))
             tg = TG.combine(ts, w // 8, TG.ARITH, m.T)
-            tg = _poison(tg, iss)
+            # a misread source: the result may still be an exact conversion (a bit trick, formal.kernel.exact)
+            tg = _poison(tg, iss) if iss is None or m.prov is None else m.exact.convert(ins, p, et, tg, iss)
             if h == "add" and t in ("f32", "f64", "f16", "bf16") and m.prov is not None:
                 # two partial accumulators (split-K, 3xTF32 passes) or accumulator + addend
                 tg = m.prov.merge_add(ins, exe, ts, tg, w // 8)

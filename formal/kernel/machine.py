@@ -146,11 +146,14 @@ class Machine:
         self.regs: dict[str, np.ndarray] = {}
         self.tags: dict[str, np.ndarray] = {}
         self.lastw: dict[str, np.ndarray] = {}
+        self.wstep: dict[str, np.ndarray] = {}   # check: the step that last wrote a register (formal.kernel.exact)
         self.srcline: dict[str, np.ndarray] = {}
         self.prov = None
         if check:
             from .provenance import Provenance
             self.prov = Provenance(self)
+            from .exact import Exact
+            self.exact = Exact(self)
         self._steps: dict[int, object] = {}
 
     # ------------------------------------------------------------------ launch
@@ -597,6 +600,11 @@ class Machine:
             lw[:] = idx
         else:
             lw[mask] = idx
+        if self.check:
+            ws = self.wstep.get(name)
+            if ws is None:
+                ws = self.wstep[name] = np.zeros(self.T, dtype=np.int64)
+            ws[mask if not full else slice(None)] = self.executed
         uin = self._uin
         sel = slice(None) if full else mask
         if uin is not None and uin[sel].any():
