@@ -103,105 +103,210 @@ def _evaluable(ins) -> bool:
     return isinstance(d, (Reg, Pair)) or (ins.head == "mov" and isinstance(d, Vec))
 
 
+def _dests(ins) -> list:
+    """Registers an instruction writes (its first operand; both of a pair)."""
+    d = ins.ops[0] if ins.ops else None
+    if isinstance(d, Reg):
+        return [d.name]
+    if isinstance(d, Pair):
+        return [x.name for x in (d.first, d.second) if isinstance(x, Reg)]
+    if isinstance(d, Vec):
+        return [x.name for x in d.items if isinstance(x, Reg)]
+    return []
+
+
+# the resolution of a register read, per thread (>= 0: the node that wrote it)
+FAIL, CONST, LEAF = -1, -2, -3
+
+
+class _Node:
+    def __init__(self, i, anchor, stamp=None):
+        self.i = i                  # instruction index
+        self.anchor = anchor        # the node whose step bounds it: itself (ran at ``stamp``), or a later one
+        self.stamp = stamp          # [n] the step it ran at (a node the machine's last write names)
+        self.mask = None            # [n] threads whose slice holds it
+        self.reads: list = []       # (register, [n] resolution)
+
+
 class Exact:
     def __init__(self, m):
         self.m = m
         self.cache: dict = {}
         self.proved = 0            # result elements proved exact conversions (per thread, per half)
         self.decided = 0           # distinct slices decided by exhaustion
+        self._targets = set(m.fn.labels.values())
+        self._writers: dict = {}
+        self._convs: dict = {}
+
+    # ------------------------------------------------------------------ straight-line code
+    def _static_def(self, r, j):
+        """The last instruction before j, in j's straight-line code (no label in between), that
+        writes r, or None: a thread at j ran it, in program order."""
+        key = (r, j)
+        if key not in self._writers:
+            i, found = j - 1, None
+            while i >= 0 and (i + 1) not in self._targets:
+                if r in _dests(self.m.instrs[i]):
+                    found = i
+                    break
+                i -= 1
+            self._writers[key] = found
+        return self._writers[key]
+
+    def _written_between(self, r, lo, hi) -> bool:
+        return any(r in _dests(self.m.instrs[i]) for i in range(lo, hi))
 
     # ------------------------------------------------------------------ the slice
     def _slice(self, p, S):
-        """Per register reached: kind per thread (1 constant, 2 leaf, 3 traced), its writer and the
-        step it wrote; registers in the order reached; threads whose slice was built (``ok``)."""
+        """The instructions the result of p is computed by, per thread of S: nodes (instruction,
+        anchor) and, per register each reads, where its value came from.  A value comes from the
+        last writer before the reader in the reader's straight-line code (a static node, run again
+        here), or, where the code reaches back over a label, from the machine's state: the
+        register's last write (a node whose step is known), a leaf (a register holding only raw
+        element bytes, or loaded from memory) or a constant (never written) -- valid only if the
+        register was not written since the reader ran (its write step before the reader's)."""
         m = self.m
-        ins0 = m.instrs[p]
         n = len(S)
         ok = np.ones(n, bool)
-        info: dict[str, list] = {}                 # reg -> [kind [n], writer [n]]
-        order: list[str] = []
-        todo = [(r, np.ones(n, bool), np.full(n, m.executed, np.int64)) for r in _sources(ins0)]
+        root = _Node(p, None, np.full(n, m.executed, np.int64))
+        root.anchor = root
+        root.mask = np.ones(n, bool)
+        nodes = [root]
+        index = {("root",): 0}
+        todo = [0]
         while todo:
-            r, need, before = todo.pop()
-            if r not in info:
-                info[r] = [np.zeros(n, np.int8), np.full(n, -1, np.int64), np.zeros(n, np.int64)]
-                order.append(r)
-                if len(order) > 2 * MAX_NODES:
+            N = nodes[todo.pop()]
+            ins = m.instrs[N.i]
+            A = N.anchor
+            for r in _sources(ins):
+                res = np.full(n, FAIL, np.int64)
+                need = N.mask & ok
+                i = self._static_def(r, N.i)
+                dyn = need.copy()
+                if i is not None:
+                    # the machine's last write of r is this one if nothing wrote r after it up to A
+                    lw = m.lastw.get(r)
+                    ws = m.wstep.get(r)
+                    cur = (lw[S] == i) & (ws[S] < A.stamp) if lw is not None else np.zeros(n, bool)
+                    cur &= m.instrs[i].pred is None and not self._written_between(r, i + 1, A.i)
+                    dyn = need & cur
+                    stat = need & ~cur
+                    if stat.any():
+                        wi = m.instrs[i]
+                        if wi.pred is not None or not _evaluable(wi):
+                            ok &= ~stat
+                        else:
+                            k = self._node(nodes, index, todo, ("s", i, id(A)), i, A, None, stat)
+                            res[stat] = k
+                elif self._written_between(r, N.i, A.i):
+                    ok &= ~need                            # r changed between the reader and its anchor
+                    dyn[:] = False
+                if dyn.any():
+                    self._dynamic(nodes, index, todo, r, S, A, dyn, res, ok)
+                N.reads.append((r, res))
+                if len(nodes) > MAX_NODES:
                     raise _GiveUp("slice too large")
-            kind, wr, stamp = info[r]
-            lw = m.lastw.get(r)
-            ws = m.wstep.get(r)
-            w_at = lw[S] if lw is not None else np.full(n, -1)
-            st_at = ws[S] if ws is not None else np.zeros(n, np.int64)
-            written = w_at >= 0
-            ok &= ~(need & written & (st_at >= before))          # rewritten after its reader ran
-            new = need & ok & (kind == 0)
-            if not new.any():
-                continue
-            if m.fn.regs.get(r, 0) == 1:                           # a predicate: always followed
-                leafish = np.zeros(n, bool)
-            else:
-                tg = m.tags.get(r)
-                if tg is None:
-                    data = np.zeros(n, bool)
-                    raw = np.ones(n, bool)
-                else:
-                    t = tg[S]
-                    isdat = t != 0
-                    data = isdat.any(axis=1)
-                    raw = (~isdat | ((TG.kind(t) == TG.ELEM) & (TG.deriv(t) == TG.RAW))).all(axis=1)
-                loaded = np.zeros(n, bool)
-                for j in np.unique(w_at[new & written]):
-                    if m.instrs[int(j)].head in _LOADS:
-                        loaded |= w_at == j
-                leafish = (data & raw) | (loaded & raw)
-                ok &= ~(new & loaded & ~raw)                        # loaded bytes that are not raw elements
-            kind[new & ~written] = 1
-            kind[new & written & leafish & ok] = 2
-            trace = new & written & ~leafish & ok
-            for j in np.unique(w_at[trace]):
-                sel = trace & (w_at == j)
-                ins = m.instrs[int(j)]
-                if not _evaluable(ins):
-                    ok &= ~sel
-                    continue
-                kind[sel] = 3
-                wr[sel] = j
-                stamp[sel] = st_at[sel]
-                for q in _sources(ins):
-                    todo.append((q, sel.copy(), st_at))
-        return info, order, ok
+        return nodes, ok
 
-    # ------------------------------------------------------------------ the hook
+    def _node(self, nodes, index, todo, key, i, anchor, stamp, mask):
+        k = index.get(key)
+        if k is None:
+            N = _Node(i, anchor, stamp)
+            if anchor is None:
+                N.anchor = N
+            N.mask = mask.copy()
+            k = index[key] = len(nodes)
+            nodes.append(N)
+            todo.append(k)
+        else:
+            N = nodes[k]
+            if (mask & ~N.mask).any():              # more threads: read again for them
+                N.mask |= mask
+                N.reads = []
+                todo.append(k)
+            if stamp is not None:
+                N.stamp = np.where(mask, stamp, N.stamp)
+        return k
+
+    def _dynamic(self, nodes, index, todo, r, S, A, dyn, res, ok):
+        """r as the machine holds it now, for the threads ``dyn`` whose anchor A ran after r was
+        last written."""
+        m = self.m
+        n = len(S)
+        lw = m.lastw.get(r)
+        ws = m.wstep.get(r)
+        w_at = lw[S].astype(np.int64) if lw is not None else np.full(n, -1, np.int64)
+        st_at = ws[S] if ws is not None else np.zeros(n, np.int64)
+        written = w_at >= 0
+        bad = dyn & written & (st_at >= A.stamp)
+        ok &= ~bad
+        dyn = dyn & ~bad
+        res[dyn & ~written] = CONST
+        if m.fn.regs.get(r, 0) == 1:                               # a predicate: always followed
+            leafish = np.zeros(n, bool)
+        else:
+            tg = m.tags.get(r)
+            if tg is None:
+                data = np.zeros(n, bool)
+                raw = np.ones(n, bool)
+            else:
+                t = tg[S]
+                isdat = t != 0
+                data = isdat.any(axis=1)
+                raw = (~isdat | ((TG.kind(t) == TG.ELEM) & (TG.deriv(t) == TG.RAW))).all(axis=1)
+            loaded = np.zeros(n, bool)
+            for j in np.unique(w_at[dyn & written]):
+                if m.instrs[int(j)].head in _LOADS:
+                    loaded |= w_at == j
+            leafish = raw & (data | loaded)
+            ok &= ~(dyn & written & loaded & ~raw)                 # loaded bytes that are not raw elements
+        res[dyn & written & leafish] = LEAF
+        trace = dyn & written & ~leafish & ok
+        for j in np.unique(w_at[trace]):
+            sel = trace & (w_at == j)
+            wi = m.instrs[int(j)]
+            if not _evaluable(wi):
+                ok &= ~sel
+                continue
+            res[sel] = self._node(nodes, index, todo, ("d", int(j)), int(j), None, st_at, sel)
+
     def convert(self, ins, p, et: str, tg, iss):
         """Tags of the result of typed arithmetic instruction ``p`` (``et`` per element; tags
-        [T, nb], issues [T] from the misread sources): the elements that are exact conversions
-        get converted-element tags, the rest carry an issue."""
+        [T, nb]; ``iss`` [T]: the issue of a misread source, or None): the elements that are
+        exact conversions of one element get converted-element tags; the rest keep the issue."""
         m = self.m
         from .execute import _poison
-        S = np.flatnonzero(np.asarray(iss) > 0)
         out = _poison(tg, iss)
-        if tg is None or not len(S):
-            return out
-        try:
-            info, order, ok = self._slice(p, S)
-        except _GiveUp:
+        if tg is None:
             return out
         eb = V.type_bits(et) // 8
         halves = tg.shape[1] // eb
+        sel = (np.asarray(iss) > 0) if iss is not None else np.zeros(m.T, bool)
+        if halves > 1:                                                   # packed halves: one element each?
+            sel |= (TG.kind(tg) == TG.GARBLED).any(axis=1)
+        S = np.flatnonzero(sel & m.exe)
+        if not len(S):
+            return out
+        try:
+            nodes, ok = self._slice(p, S)
+        except _GiveUp:
+            return out
         n = len(S)
-        leaves = [r for r in order if (info[r][0] == 2).any()]
+        reads = [(k, r, res) for k, N in enumerate(nodes) for r, res in N.reads]
+        leaves = sorted({r for _, r, res in reads if (res == LEAF).any()})
+        consts = sorted({r for _, r, res in reads if (res == CONST).any()})
         if not leaves:
             return out
         # per thread: the slice's shape, its constants, and which element byte each leaf byte is
-        cols = [np.stack([info[r][0] for r in order], axis=1).astype(np.int64),
-                np.stack([info[r][1] for r in order], axis=1)]
-        for r in order:
-            if (info[r][0] == 1).any():
-                cols.append(np.where(info[r][0] == 1, _value(m, r, ins)[S].astype(np.int64), 0)[:, None])
+        cols = [np.stack([res for _, _, res in reads], axis=1)]
+        cols += [_value(m, r, ins)[S].astype(np.int64)[:, None] for r in consts]
         keys, fmts = [], []
         for r in leaves:
-            t = np.where((info[r][0] == 2)[:, None], _leaf_tags(m, r, S), 0)
+            isleaf = np.zeros(n, bool)
+            for _, q, res in reads:
+                if q == r:
+                    isleaf |= res == LEAF
+            t = np.where(isleaf[:, None], _leaf_tags(m, r, S), 0)
             v = m.regs[r][S]
             byts = np.stack([((v >> U64(8 * k)) & U64(0xFF)).astype(np.int64) for k in range(t.shape[1])], axis=1)
             cols.append(np.where(t == 0, byts, -1))                     # constant bytes
@@ -212,53 +317,60 @@ class Exact:
         F = np.concatenate(fmts, axis=1)
         B = K.shape[1]
         # variables: the distinct elements of each thread's leaves, numbered by first appearance
-        same = K[:, :, None] == K[:, None, :]
-        first = np.argmax(same, axis=2)
+        first = np.argmax(K[:, :, None] == K[:, None, :], axis=2)
         isfirst = (first == np.arange(B)[None, :]) & (K != 0)
         rank = np.cumsum(isfirst, axis=1) - 1
         vid = np.where(K != 0, rank[np.arange(n)[:, None], first], -1)
         nvar = isfirst.sum(axis=1)
-        V_ = max(int(nvar.max()), 1)
-        vkey = np.zeros((n, V_), np.int64)
-        vfmt = np.zeros((n, V_), np.int64)
+        vkey = np.zeros((n, max(int(nvar.max()), 1)), np.int64)
+        vfmt = np.zeros_like(vkey)
         rr, cc = np.nonzero(isfirst)
         vkey[rr, rank[rr, cc]] = K[rr, cc]
         vfmt[rr, rank[rr, cc]] = F[rr, cc]
-        cols += [vid, vfmt]
-        sig = np.concatenate(cols, axis=1)
-        uniq, first_row, inv = np.unique(sig, axis=0, return_index=True, return_inverse=True)
+        sig = np.concatenate(cols + [vid, vfmt], axis=1)
+        uniq, inv = np.unique(sig, axis=0, return_inverse=True)
         inv = inv.ravel()
         out = out.copy()
         for u in range(len(uniq)):
-            sel = (inv == u) & ok
-            if not sel.any():
+            su = (inv == u) & ok
+            if not su.any():
                 continue
-            k0 = int(np.flatnonzero(sel)[0])
+            k0 = int(np.flatnonzero(su)[0])
             ck = (p, et, uniq[u].tobytes())
             if ck not in self.cache:
-                self.cache[ck] = self._decide(ins, p, et, halves, int(S[k0]), order, leaves, info, k0, vid[k0],
-                                              vfmt[k0], int(nvar[k0]))
+                self.cache[ck] = self._decide(ins, p, et, halves, int(S[k0]), nodes, leaves, k0, vid[k0], vfmt[k0],
+                                              int(nvar[k0]))
             res = self.cache[ck]
             if res is None:
                 continue
             proof, cex = res
-            ths = S[sel]
+            ths = S[su]
             src_iss = TG.issue(tg[ths]).max(axis=1)                       # issues the sources already carried
             for h in range(halves):
+                hb = slice(h * eb, (h + 1) * eb)
                 if proof[h] is None:
                     if cex[h] is not None:
                         i = self._witness(ins, p, int(ths[0]), h, cex[h])
-                        out[ths, h * eb:(h + 1) * eb] = np.where(tg[ths, h * eb:(h + 1) * eb] != 0, TG.with_issue(
-                            tg[ths, h * eb:(h + 1) * eb], np.maximum(src_iss, i)[:, None]), 0)
+                        out[ths, hb] = np.where(tg[ths, hb] != 0, TG.with_issue(
+                            tg[ths, hb], np.maximum(src_iss, i)[:, None]), 0)
                     continue
-                base = TG.with_issue(TG.with_fmt(TG.with_deriv(vkey[sel, proof[h]], TG.CONV), TG.fmt_code(et)),
+                base = TG.with_issue(TG.with_fmt(TG.with_deriv(vkey[su, proof[h]], TG.CONV), TG.fmt_code(et)),
                                      src_iss)
                 for b in range(eb):
                     out[ths, h * eb + b] = TG.with_byte(base, b)
                 self.proved += len(ths)
         return out
 
-    def _decide(self, ins0, p, et, halves, t, order, leaves, info, k, vid, vfmt, nvar):
+    def _conv(self, et, name, bits, i):
+        """cvt.rn.<et>.<name> of variable i over the lanes (every value of the variables)."""
+        key = (et, name, tuple(bits), i)
+        if key not in self._convs:
+            lanes = np.arange(1 << sum(bits), dtype=np.int64)
+            x = ((lanes >> sum(bits[:i])) & ((1 << bits[i]) - 1)).astype(U64)
+            self._convs[key] = V.cvt(et, name, "rn", x) & V.mask(V.type_bits(et))
+        return self._convs[key]
+
+    def _decide(self, ins0, p, et, halves, t, nodes, leaves, k, vid, vfmt, nvar):
         """Run the slice of thread t (row k) over every value of its elements; per result element
         the variable it is the exact conversion of (or None), and a counterexample (or None)."""
         m = self.m
@@ -274,51 +386,60 @@ class Exact:
         for b in bits:
             var.append(((lanes >> sh) & ((1 << b) - 1)).astype(U64))
             sh += b
+        leafval, col = {}, 0
+        for r in leaves:
+            tt = _leaf_tags(m, r, np.array([t]))[0]
+            v = int(m.regs[r][t])
+            acc = np.zeros(L, U64)
+            for b in range(len(tt)):
+                if tt[b] == 0:
+                    byte = np.full(L, (v >> (8 * b)) & 0xFF, U64)
+                else:
+                    i = int(vid[col + b])
+                    x = var[i]
+                    if TG.fmt(tt[b]) == TG.SEXT:
+                        byte = np.where((x >> U64(bits[i] - 1)) & U64(1), U64(0xFF), U64(0))
+                    else:
+                        byte = (x >> U64(8 * int(TG.byte(tt[b])))) & U64(0xFF)
+                acc |= byte << U64(8 * b)
+            leafval[r] = acc
+            col += len(tt)
         lm = _Lanes(m, L)
-        col = 0
-        nodes = {}
+        outs: dict[int, dict] = {}
+
+        def ev(ni):
+            if ni in outs:
+                return
+            N = nodes[ni]
+            env = {}
+            for r, res in N.reads:
+                c = int(res[k])
+                if c == FAIL:
+                    raise _GiveUp(r)
+                if c == CONST:
+                    env[r] = np.full(L, _value(m, r, ins0)[t], dtype=bool if m.fn.regs.get(r) == 1 else U64)
+                elif c == LEAF:
+                    env[r] = leafval[r]
+                else:
+                    ev(c)
+                    env[r] = outs[c][r]
+            ins = m.instrs[N.i]
+            lm.regs = env
+            if ins.pred is not None:
+                g = np.asarray(env[ins.pred], bool)
+                if not (~g if ins.pred_neg else g).all():
+                    raise _GiveUp("guard")            # whether it runs depends on the element
+            _HANDLERS[ins.head](lm, N.i, ins, lm.exe)
+            outs[ni] = lm.regs
+
         try:
-            for r in order:
-                kind, wr = int(info[r][0][k]), int(info[r][1][k])
-                if kind == 1:
-                    lm.regs[r] = np.full(L, _value(m, r, ins0)[t], dtype=bool if m.fn.regs.get(r) == 1 else U64)
-                elif kind == 3:
-                    nodes[wr] = int(info[r][2][k])
-                if r not in leaves:
-                    continue
-                tt = _leaf_tags(m, r, np.array([t]))[0]
-                if kind == 2:
-                    v = int(m.regs[r][t])
-                    acc = np.zeros(L, U64)
-                    for b in range(len(tt)):
-                        if tt[b] == 0:
-                            byte = np.full(L, (v >> (8 * b)) & 0xFF, U64)
-                        else:
-                            i = int(vid[col + b])
-                            x = var[i]
-                            if TG.fmt(tt[b]) == TG.SEXT:
-                                byte = np.where((x >> U64(bits[i] - 1)) & U64(1), U64(0xFF), U64(0))
-                            else:
-                                byte = (x >> U64(8 * int(TG.byte(tt[b])))) & U64(0xFF)
-                        acc |= byte << U64(8 * b)
-                    lm.regs[r] = acc
-                col += len(tt)
-            if len(nodes) > MAX_NODES:
-                return None
-            # in the order they ran: each source was written before its reader (checked by _slice)
-            for j in sorted(nodes, key=nodes.get) + [p]:
-                ins = m.instrs[j]
-                if ins.pred is not None:
-                    g = np.asarray(lm.get(ins.pred, ins), bool)
-                    if not (~g if ins.pred_neg else g).all():
-                        return None                     # whether it runs depends on the element
-                _HANDLERS[ins.head](lm, j, ins, lm.exe)
-            res = lm.regs[_first_dest(ins0)]
+            ev(0)
+            res = outs[0][_first_dest(ins0)]
         except (_GiveUp, Unsupported, NotImplementedError, KeyError, ValueError, TypeError, IndexError):
             return None
         w = V.type_bits(et)
         try:
-            conv = [V.cvt(et, names[i], "rn", var[i]) & V.mask(w) for i in range(nvar)]
+            conv = [self._conv(et, names[i], bits, i) for i in range(nvar)]
         except Exception:  # noqa: BLE001 - a conversion the evaluator does not define: no decision
             return None
         self.decided += 1
@@ -388,10 +509,11 @@ def _first_dest(ins):
 
 
 def _fmtv(t: str, bits: int) -> str:
+    if TG.is_int(t):
+        w = TG.fmt_bits(t)
+        return str(bits - (1 << w) if t.startswith("s") and bits >> (w - 1) & 1 else bits)
     try:
-        if TG.is_int(t):
-            w = TG.fmt_bits(t)
-            return str(bits - (1 << w) if t.startswith("s") and bits >> (w - 1) & 1 else bits)
-        return repr(float(V.to_float(np.array([bits], U64), t)[0]))
-    except Exception:  # noqa: BLE001 - a format the evaluator does not print
+        from ..numerics import to_float64
+        return repr(float(to_float64(np.array([bits], np.uint64), t)[0]))
+    except Exception:  # noqa: BLE001 - a format the evaluator does not decode
         return f"{bits:#x}"

@@ -303,7 +303,7 @@ def _float(m, p, ins, exe, t, srcs):
                           for off in ((0, 2) if t.endswith("x2") else (0,))))
             tg = TG.combine(ts, w // 8, TG.ARITH, m.T)
             # a misread source: the result may still be an exact conversion (a bit trick, formal.kernel.exact)
-            tg = _poison(tg, iss) if iss is None or m.prov is None else m.exact.convert(ins, p, et, tg, iss)
+            tg = m.exact.convert(ins, p, et, tg, iss) if m.prov is not None else _poison(tg, iss)
             if h == "add" and t in ("f32", "f64", "f16", "bf16") and m.prov is not None:
                 # two partial accumulators (split-K, 3xTF32 passes) or accumulator + addend
                 tg = m.prov.merge_add(ins, exe, ts, tg, w // 8)
