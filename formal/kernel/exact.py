@@ -21,7 +21,8 @@ rebuilt as a function of the elements it came from and decided over all of their
   value where it differs.
 
 Like the rest of the check domain, control flow is the run's (branches are assumed not to
-depend on element values; the guards inside the slice are checked).
+depend on element values; the guards inside the slice are checked) and a byte no element reached
+(tag 0) is a constant.
 """
 
 from __future__ import annotations
@@ -252,12 +253,15 @@ class Exact:
             else:
                 t = tg[S]
                 isdat = t != 0
+                rawb = (TG.kind(t) == TG.ELEM) & (TG.deriv(t) == TG.RAW)
                 data = isdat.any(axis=1)
-                raw = (~isdat | ((TG.kind(t) == TG.ELEM) & (TG.deriv(t) == TG.RAW))).all(axis=1)
+                raw = (~isdat | rawb).all(axis=1)
             loaded = np.zeros(n, bool)
             for j in np.unique(w_at[dyn & written]):
                 if m.instrs[int(j)].head in _LOADS:
                     loaded |= w_at == j
+            # a leaf: an element's own bytes beside bytes no element reached (constants, as everywhere
+            # in the check domain), or a load's result
             leafish = raw & (data | loaded)
             ok &= ~(dyn & written & loaded & ~raw)                 # loaded bytes that are not raw elements
         res[dyn & written & leafish] = LEAF
