@@ -40,7 +40,7 @@ PROVED = sorted(set(MANIFEST) - set(REFUTED) - set(DECLINED) - set(NO_CONTRACT))
 # about a second or less on one core: the CI set; the rest (up to ~35 s each) in the slow suite
 QUICK = {"cute_gmma_rs_f16", "cute_gmma_ss_f16", "cute_gmma_ss_f16_mn", "gl_pipe_f16_w4", "gl_regA_f16_w4",
          "tri_attn_chain_w4", "tri_ptr_bf16_w4", "tri_ptr_e4m3_bn_w4", "tri_ptr_e4m3_w4_k1024", "tri_ptr_f16_at_w4",
-         "tri_ptr_f16_w4", "tri_ptr_s8_w4", "tri_ptr_f16_f16acc_w4"}
+         "tri_ptr_f16_w4", "tri_ptr_s8_w4", "tri_ptr_f16_f16acc_w4", "tri_tma_f16_w4", "tri_tma_s8_w4"}
 
 
 def _p(names):
