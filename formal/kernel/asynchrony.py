@@ -44,8 +44,11 @@ class AsyncState:
         self.wg_commit = np.zeros(T, np.int64)
         self.wg_done = np.zeros(T, np.int64)
         self.wg_fence = np.full(T, -1, np.int64)
+        self.wg_wait_at = np.full(T, -1, np.int64)      # instruction index of the thread's last wait_group
+        self.wg_wait_step = np.full(T, -1, np.int64)    # ... and its step
         self.inflight: dict[str, np.ndarray] = {}       # register -> [T] group (-1: none)
         self.inflight_at: dict[str, np.ndarray] = {}    # register -> [T] instruction index of its wgmma
+        self.inflight_step: dict[str, np.ndarray] = {}  # register -> [T] step of its wgmma
         self.touch: dict[str, np.ndarray] = {}          # register -> [T] step of the last other access
         self.touch_at: dict[str, np.ndarray] = {}       # ... and its instruction index
         self.pfence = np.full(T, -1, np.int64)
@@ -55,6 +58,7 @@ class AsyncState:
         self.rd_thread = None                           # [shared bytes] (lazily)
         self.rd_group = None
         self.rd_at = None
+        self.rd_step = None
         # bulk async-groups (TMA stores): committed / waited for, and the shared bytes they read
         self.bk_commit = np.zeros(T, np.int64)
         self.bk_done = np.zeros(T, np.int64)
@@ -95,7 +99,8 @@ class AsyncState:
                       f"{int(self.wg_done[t])} waited for)",
                       "wgmma.wait_group covering the wgmma before its accumulator or A registers are touched "
                       "(9.7.15.6: undefined behaviour otherwise)",
-                      path=[(src.line, src.text), (ins.line, ins.text)])
+                      path=[(src.line, src.text)] + self._wait_since(t, int(self.inflight_step[name][t]))
+                      + [(ins.line, ins.text)])
             fl[busy] = -1                    # one witness per access, not one per later touch
 
     # ------------------------------------------------------------------ wgmma.fence / groups
@@ -105,13 +110,24 @@ class AsyncState:
     def commit(self, tids) -> None:
         self.wg_commit[tids] += 1
 
-    def wait(self, tids, n: int) -> None:
+    def _wait_since(self, t: int, step: int) -> list:
+        """The thread's last wgmma.wait_group if it ran after ``step`` (it did not cover the wgmma): a
+        path step, so a witness names the wait that was too shallow (or had no group to wait for)."""
+        if self.wg_wait_step[t] > step:
+            w = self.m.instrs[int(self.wg_wait_at[t])]
+            return [(w.line, w.text)]
+        return []
+
+    def wait(self, tids, n: int, p: int = -1) -> None:
+        self.wg_wait_at[tids] = p
+        self.wg_wait_step[tids] = self.m.executed
         self.wg_done[tids] = np.maximum(self.wg_done[tids], self.wg_commit[tids] - n)
         for name in list(self.inflight):
             fl = self.inflight[name]
             if not ((fl >= 0) & (fl >= self.wg_done)).any():
                 del self.inflight[name]
                 del self.inflight_at[name]
+                del self.inflight_step[name]
 
     def check_fenced(self, ins, tids, regs: list[str], what: str) -> None:
         """A wgmma reads ``regs`` (accumulator or A) on threads ``tids`` [G, 128]."""
@@ -120,8 +136,14 @@ class AsyncState:
         nofence = self.wg_fence[t0] < 0
         if nofence.any():
             t = int(t0[np.flatnonzero(nofence)[0]])
-            m.witness("wgmma-fence", ins, t, "", "no wgmma.fence by this warp before this wgmma.mma_async",
-                      "wgmma.fence before the first wgmma.mma_async of a warpgroup (9.7.15.5.4)")
+            # the path: the last access of a register it reads (the fence belongs between the two)
+            last = max(((int(self.touch[r][t]), int(self.touch_at[r][t]), r) for r in regs if r in self.touch),
+                       default=(-1, -1, ""))
+            src = m.instrs[last[1]] if last[0] >= 0 else None
+            m.witness("wgmma-fence", ins, t, last[2], "no wgmma.fence by this warp before this wgmma.mma_async"
+                      + (f" (it reads {last[2]}, written at line {src.line})" if src is not None else ""),
+                      "wgmma.fence before the first wgmma.mma_async of a warpgroup (9.7.15.5.4)",
+                      path=([(src.line, src.text)] if src is not None else []) + [(ins.line, ins.text)])
             return
         for r in regs:
             tc = self.touch.get(r)
@@ -146,8 +168,10 @@ class AsyncState:
             if fl is None:
                 fl = self.inflight[r] = np.full(m.T, -1, np.int64)
                 self.inflight_at[r] = np.full(m.T, -1, np.int64)
+                self.inflight_step[r] = np.full(m.T, -1, np.int64)
             fl[t0] = self.wg_commit[t0]
             self.inflight_at[r][t0] = p
+            self.inflight_step[r][t0] = m.executed
 
     def reading(self, p: int, flat: np.ndarray, reader: np.ndarray) -> None:
         """A wgmma issued by ``reader`` (per byte) reads shared bytes ``flat`` asynchronously."""
@@ -157,9 +181,11 @@ class AsyncState:
             self.rd_thread = np.full(n, -1, np.int64)
             self.rd_group = np.zeros(n, np.int64)
             self.rd_at = np.full(n, -1, np.int64)
+            self.rd_step = np.full(n, -1, np.int64)
         self.rd_thread[flat] = reader
         self.rd_group[flat] = self.wg_commit[reader]
         self.rd_at[flat] = p
+        self.rd_step[flat] = m.executed
 
     def bulk_reading(self, p: int, flat: np.ndarray, t: int) -> None:
         """A TMA store issued by thread ``t`` reads shared bytes ``flat`` until its bulk group is waited for."""
@@ -175,11 +201,11 @@ class AsyncState:
 
     def check_overwrite(self, ins, idx2: np.ndarray, writer: np.ndarray) -> None:
         self._overwrite(ins, idx2, writer, self.rd_thread, self.rd_group, self.rd_at, self.wg_done,
-                        "the wgmma.mma_async", "wgmma.wait_group")
+                        "the wgmma.mma_async", "wgmma.wait_group", self.rd_step)
         self._overwrite(ins, idx2, writer, self.bk_thread, self.bk_group, self.bk_at, self.bk_done,
                         "the TMA store", "cp.async.bulk.wait_group.read")
 
-    def _overwrite(self, ins, idx2, writer, rd_thread, rd_group, rd_at, done, what, waiter) -> None:
+    def _overwrite(self, ins, idx2, writer, rd_thread, rd_group, rd_at, done, what, waiter, rd_step=None) -> None:
         """A write of shared bytes ``idx2`` [k, n] (writer thread per row) while a wgmma that reads
         them is in flight (its group not waited for by the thread that issued it): a witness."""
         if rd_thread is None:
@@ -196,7 +222,9 @@ class AsyncState:
                   f"overwrites shared byte {int(idx2[k, j] % m.S)}, read by {what} at line {src.line} "
                   f"(warp {int(m.warp[r])} of the CTA issued it) that is still in flight",
                   f"{waiter} covering it before the shared memory it reads is overwritten",
-                  path=[(src.line, src.text), (ins.line, ins.text)])
+                  path=[(src.line, src.text)]
+                  + (self._wait_since(r, int(rd_step[idx2[k, j]])) if rd_step is not None else [])
+                  + [(ins.line, ins.text)])
         rd_thread[idx2[busy]] = -1
 
     # ------------------------------------------------------------------ proxies

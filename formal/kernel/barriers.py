@@ -42,6 +42,7 @@ class MBarrier:
     valid: bool = True
     seen: np.ndarray | None = None   # [T] phases each thread has observed complete (its waits)
     history: list = field(default_factory=list)   # (line, text) of what changed the current phase
+    completed: dict = field(default_factory=dict)  # phase -> the history that completed it (the last few)
     init_at: tuple = (0, "")
 
 
@@ -179,6 +180,8 @@ class Barriers:
 
     def _check(self, b: MBarrier) -> None:
         if b.pending == 0 and b.tx == 0:
+            b.completed[b.phase] = b.history
+            b.completed.pop(b.phase - 4, None)
             b.phase += 1
             b.pending = b.expected
             b.history = []
@@ -249,13 +252,16 @@ class Barriers:
         b = self.objs[int(o[k, j])]
         src = int(m.shared.src[idx2[k, j]])
         sins = m.instrs[src] if src >= 0 else None
+        ph = int(self.tma_phase[idx2[k, j]])
+        # what completed the phase before the copy's (an expect_tx that counted too few bytes shows there)
+        before = [x for x in b.completed.get(ph - 1, []) if sins is None or x[0] != sins.line]
         m.witness("async-pending", ins, int(tt[k]), "",
                   f"reads shared byte {int(idx2[k, j] % m.S)}, written by the TMA copy"
                   + (f" at line {sins.line}" if sins else "")
                   + f" that completes phase {int(self.tma_phase[idx2[k, j]])} of the mbarrier at shared address "
                   f"{b.addr:#x}; this thread has not waited for that phase",
                   "an mbarrier wait that sees the copy's phase complete before its bytes are read (9.7.13.15)",
-                  path=([(sins.line, sins.text)] if sins else []) + [(ins.line, ins.text)])
+                  path=before + ([(sins.line, sins.text)] if sins else []) + [(ins.line, ins.text)])
         self.tma_obj[idx2[bad]] = -1
 
     def park_wait(self, ins, p: int, tids: np.ndarray, key, what) -> None:

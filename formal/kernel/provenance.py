@@ -479,9 +479,14 @@ class Provenance:
                 self.acc_b[ids4[unset]] = ab4[unset]
             wrong_mn = ok & ((self.acc_m[ids4] != am4) | (self.acc_n[ids4] != bn4) | (self.acc_b[ids4] != ab4))
             if wrong_mn.any():
-                kk, _ = first(wrong_mn)
-                i = self._wit_mn(ins, p, tids, A4[..., kk], B4[..., kk], wrong_mn[..., kk], Al[:, kk], Ar[:, kk],
-                                 regs["a"], kk, con, am4[..., kk], bn4[..., kk], ids)
+                kk, br = first(wrong_mn)
+                w0, i0, j0 = map(int, np.argwhere(wrong_mn[..., kk])[0])
+                # the row agrees with the accumulator's: the column, which B brings, is the wrong one
+                col = bool(self.acc_m[ids4[w0, i0, j0, kk]] == am4[w0, i0, j0, kk]
+                           and self.acc_b[ids4[w0, i0, j0, kk]] == ab4[w0, i0, j0, kk])
+                hl, hr, rg = (Bl[br], Br[br], regs["b"]) if col else (Al[:, kk], Ar[:, kk], regs["a"])
+                i = self._wit_mn(ins, p, tids, A4[..., kk], B4[..., kk], wrong_mn[..., kk], hl, hr,
+                                 rg, kk, con, am4[..., kk], bn4[..., kk], ids, col=col)
                 self._example(i, ids, wrong_mn[..., kk])
                 self._taint(ids[wrong_mn.any(axis=-1)], i)
             ok &= ~wrong_mn
@@ -870,9 +875,10 @@ class Provenance:
                             f"(A brings k = {a_k}, B brings k = {b_k}; operand {'B' if blame_b else 'A'} is out of order)",
                             path=path)
 
-    def _wit_mn(self, ins, p, tids, at, bt, bad, hl, hr, regs, kk, con, am, bn, ids):
+    def _wit_mn(self, ins, p, tids, at, bt, bad, hl, hr, regs, kk, con, am, bn, ids, col=False):
         w, i, j = map(int, np.argwhere(bad)[0])
-        t, reg, path, note = self._holder(tids, w, hl[i], hr[i], regs, ins)
+        pos = j if col else i                       # the holder: of B's column, else of A's row
+        t, reg, path, note = self._holder(tids, w, hl[pos], hr[pos], regs, ins)
         a = int(ids[w, i, j])
         return self.m.issue((p, "mn"), "wrong-element", ins, t, reg,
                             lambda: f"k slot {kk}: {self._describe(at[w, i, j])} x {self._describe(bt[w, i, j])} "

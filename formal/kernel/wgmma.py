@@ -62,7 +62,7 @@ def wgmma(m, p, ins, exe):
         n = ins.ops[0]
         if not isinstance(n, Imm):
             raise Unsupported(ins.line, ins.text, "wait_group N must be an integer constant")
-        asy.wait(tids.ravel(), int(n.value))
+        asy.wait(tids.ravel(), int(n.value), p)
         return None
     if fam != "wgmma":
         raise Unsupported(ins.line, ins.text, f"{fam} is not modelled")
