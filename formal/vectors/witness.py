@@ -82,7 +82,7 @@ def _val(code: int, t: str) -> Any:
 def element_tags(form: Form, a, b, c: int) -> list[str]:
     """Points an element's own inputs hit (not its warp's): NaN/Inf/subnormal/-0 per operand."""
     out = []
-    for op, x, t in (("a", a, form.atype), ("b", b, form.btype), ("c", [c], form.ctype)):
+    for op, x, t in (("a", a, form.atype), ("b", b, form.btype), ("c", [c], form.c_type)):
         f = get_format(t)
         if f.cls != "float":
             continue
@@ -195,10 +195,10 @@ def failing_elements(vs: VectorSet, got: list[np.ndarray], limit: int = ELEMENT_
                 case.id, p, m, n, at.get((p, m, n), ["background"] if case.targets else list(case.points)), element_tags(form, a, b, c),
                 _hex(e, form.dtype), _hex(gg, form.dtype),
                 {int(ks[j]): _hex(a[j], form.atype) for j in nz}, {int(ks[j]): _hex(b[j], form.btype) for j in nz},
-                _hex(c, form.ctype),
+                _hex(c, form.c_type),
                 {"a": {int(ks[j]): _val(int(a[j]), form.atype) for j in nz},
                  "b": {int(ks[j]): _val(int(b[j]), form.btype) for j in nz},
-                 "c": _val(c, form.ctype), "expected": _val(e, form.dtype), "got": _val(gg, form.dtype)},
+                 "c": _val(c, form.c_type), "expected": _val(e, form.dtype), "got": _val(gg, form.dtype)},
                 len(nz)))
             if len(out) >= limit:
                 return out
@@ -249,10 +249,10 @@ def reduce_element(vs: VectorSet, w: ElementWitness, run: Callable, arch) -> dic
         return {"note": f"not reduced: {type(ex).__name__}: {ex}"}
     nz = [j for j in range(len(a)) if a[j] or b[j]]
     return {"a": {int(ks[j]): _hex(a[j], form.atype) for j in nz}, "b": {int(ks[j]): _hex(b[j], form.btype) for j in nz},
-            "c": _hex(c, form.ctype), "terms": len(nz), "expected": _hex(int(e[0]), form.dtype),
+            "c": _hex(c, form.c_type), "terms": len(nz), "expected": _hex(int(e[0]), form.dtype),
             "got": _hex(int(g[0]), form.dtype),
             "values": {"a": {int(ks[j]): _val(int(a[j]), form.atype) for j in nz},
-                       "b": {int(ks[j]): _val(int(b[j]), form.btype) for j in nz}, "c": _val(c, form.ctype)}}
+                       "b": {int(ks[j]): _val(int(b[j]), form.btype) for j in nz}, "c": _val(c, form.c_type)}}
 
 
 def evaluate_inputs_level(form: Form, inputs, sels, arch, level: str):
@@ -274,9 +274,11 @@ def evaluate_inputs_level(form: Form, inputs, sels, arch, level: str):
 def _candidates(form: Form, arch) -> list[tuple[str, str, Any]]:
     """(label, what, model) of every known wrong variant and every other architecture model."""
     from ..numerics.archs import MODELS
+    from .coverage import point_name
     from .distinguish import mechanisms, supports
 
-    out = [(m.point.replace(" ", "_"), m.what, m.variant) for m in mechanisms(form, arch)]
+    # labelled as the coverage points that carry them (a cause names the point built for it)
+    out = [(point_name(m.point), m.what, m.variant) for m in mechanisms(form, arch)]
     ref = getattr(arch, "name", str(arch))
     for name in MODELS:
         if name != ref and supports(form, name):
