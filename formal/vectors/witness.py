@@ -356,6 +356,9 @@ def root_causes(form: Form, arch, elems: list[ElementWitness], vs: VectorSet | N
         except Exception:
             expl.pop((label, what), None)
             continue
+    for label, what, hit in _exchanges(form, arch, elems, drafts, G):
+        expl[(label, what)] = hit
+        wrong[(label, what)] = 0
     left = np.ones(len(elems), bool)
     groups = []
     while left.any() and expl:
@@ -378,6 +381,59 @@ def root_causes(form: Form, arch, elems: list[ElementWitness], vs: VectorSet | N
         for i in idx:
             elems[i].cause = "unexplained"
     return groups
+
+
+#: at most this many failing elements are tried against exchanged operands
+EXCHANGE_LIMIT = 2048
+
+
+def _exchanges(form: Form, arch, elems: list, drafts: dict, G: np.ndarray):
+    """Layout causes: (label, what, reproduced [len(elems)]) for "D[m][n] is the reference's
+    value for A row m' (B column n') with the element's own c" -- a fragment-layout bug
+    exchanging operand rows or columns, which no numeric variant reproduces.  The first
+    EXCHANGE_LIMIT failing elements are tried; the exchange is read off the elements exactly
+    one other row (column) reproduces, then counts every element it reproduces."""
+    from .distinguish import eval_terms
+
+    todo = range(min(len(elems), EXCHANGE_LIMIT))
+    out = []
+    for op, label in (("a", "layout:a"), ("b", "layout:b")):
+        rows, idx, alt = [], [], []
+        for i in todo:
+            w = elems[i]
+            d = drafts[w.case]
+            M, N = d.A.shape[1], d.B.shape[2]
+            c = int(d.C[w.product, w.row, w.col])
+            for o in range(M if op == "a" else N):
+                if o == (w.row if op == "a" else w.col):
+                    continue
+                a, b, _, _ = element_terms(form, d, w.product, o if op == "a" else w.row, w.col if op == "a" else o)
+                rows.append((a, b, c))
+                idx.append(i)
+                alt.append(o)
+        if not rows:
+            continue
+        D = eval_terms(form, arch, np.stack([r[0] for r in rows]), np.stack([r[1] for r in rows]),
+                       np.array([r[2] for r in rows], np.uint64))
+        match: dict[int, list[int]] = {}
+        for i, o, v in zip(idx, alt, D):
+            if int(v) == int(G[i]):
+                match.setdefault(i, []).append(o)
+        hit = np.zeros(len(elems), bool)
+        pairs: dict[int, int] = {}
+        at = (lambda i: elems[i].row) if op == "a" else (lambda i: elems[i].col)
+        for i, os_ in match.items():              # the exchange, read off elements only one row explains
+            if len(os_) == 1:
+                pairs.setdefault(at(i), os_[0])
+        for i, os_ in match.items():              # then every element it explains (ties included)
+            hit[i] = pairs.get(at(i)) in os_
+        if hit.any():
+            what = "A rows exchanged: D row {} computed from A row {}" if op == "a" else \
+                   "B columns exchanged: D column {} computed from B column {}"
+            shown = sorted(pairs.items())[:6]
+            out.append((label, "; ".join(what.format(x, y) for x, y in shown) + (" ..." if len(pairs) > 6 else ""),
+                        hit))
+    return out
 
 
 def decide_variants(vs: VectorSet, got: list[np.ndarray], arch="sm_90") -> dict[str, dict]:
