@@ -9,6 +9,8 @@ keeps 13 fraction bits).  A sparse form multiplies the stored (non-zero) terms o
 wrong variant changes one thing; ``model(opcode, A, B, C) -> D`` on raw encodings.
 """
 
+import functools
+
 import numpy as np
 
 # exponent bits, fraction bits, low container bits ignored, NaN/Inf style
@@ -20,7 +22,16 @@ _BLOCK = {("f16", "f32"): (25, -133), ("f16", "f16"): (25, -21), ("bf16", "f32")
           ("tf32", "f32"): (25, -133), ("f8", "f32"): (13, -133), ("f8", "f16"): (13, -21)}
 
 
+@functools.lru_cache(maxsize=None)
+def _dec_cached(code, t):
+    return _dec_raw(code, t)
+
+
 def _dec(code, t):
+    return _dec_cached(int(code), t)
+
+
+def _dec_raw(code, t):
     """("nan"|"inf"|"fin", sign, significand, exponent, fraction bits): a finite value is
     sig * 2**(exp - frac); subnormals and zeros sit at emin."""
     eb, mb, low, style = _FMT[t]
@@ -149,6 +160,7 @@ def wgmma_model(name, n=None, F=None, keep="form", swap_rows=None, sparse_fixed=
         for t in range(T):
             for m in range(M):
                 row = A[t, m]
+                zero_row = not row.any()
                 ks = (_stored(row, width, stored, sparse_fixed) if sparse and not dense_sparse else range(Ka))
                 if at in ("s8", "u8"):
                     for j in range(N):
@@ -163,6 +175,8 @@ def wgmma_model(name, n=None, F=None, keep="form", swap_rows=None, sparse_fixed=
                 nb = len(da) if n is None else n
                 mode = "rn" if dt == "f16" else "rz"
                 for j in range(N):
+                    if zero_row and not C[t, m, j] and not B[t, :, j].any():   # every term and c +0: D = +0
+                        continue
                     acc = _dec(int(C[t, m, j]), dt)
                     out = 0
                     for k0 in range(0, len(da), nb):
