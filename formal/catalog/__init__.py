@@ -331,6 +331,12 @@ class Form:
         return self.family in WGMMA_FAMILIES
 
     @property
+    def c_type(self) -> str | None:
+        """The element type the accumulator input C is read as: ``ctype``; wgmma's opcode
+        spells no C type because D is read and written in place, so there it is ``dtype``."""
+        return self.dtype if self.family == "wgmma" else self.ctype
+
+    @property
     def listing(self) -> str:
         """The instruction name a listing counts the form under (wgmma.mma_async[.sp] for the
         family "wgmma"; the family otherwise)."""

@@ -10,7 +10,9 @@ register arrays ``[T, 32, nregs]`` (``--level regs``, the default for mma forms)
 ``FUNC(opcode, A, B, C)`` with matrices ``[T, M, K]``, ``[T, K, N]``, ``[T, M, N]`` of raw
 element encodings (``--level matrix``: no PTX fragment layouts needed), returning d (D): an
 integer array of that shape, every value a raw encoding within the register (or element)
-width.  FUNC runs in a child process; its prints go to stderr.
+width.  wmma.mma, block-scaled and wgmma.mma_async forms are always audited with matrices
+(a wgmma: A [T, 64, K], the dense structured-sparse A for .sp; B [T, K, N]; C [T, 64, N];
+scale-d = 1, imm-scale-a/b = 1).  FUNC runs in a child process; its prints go to stderr.
 Exit codes: 0 pass (or identified), 1 a mismatch (with an element witness) or no model
 matches, 2 bad input, or the model's own failure: FILE fails to import, FUNC raises, ends its
 process (os._exit, a crash) without returning, or returns something that is not D (floats,
@@ -38,8 +40,9 @@ def cmd_audit(args) -> int:
     from .sandbox import ModelTimeout, SandboxedModel
 
     form = parse(args.opcode)
-    if form.family not in ("mma", "mma.sp", "wmma.mma"):
-        raise BadArgument(f"{form.opcode}: audit is for mma, mma.sp and wmma.mma forms, not {form.family}")
+    if form.family not in ("mma", "mma.sp", "wmma.mma", "wgmma"):
+        raise BadArgument(f"{form.opcode}: audit is for mma, mma.sp, wmma.mma and wgmma.mma_async forms, "
+                          f"not {form.family}")
     bounded_int(args.count, "--count", 0, MAX_COUNT)
     t = args.model_timeout
     if not (isinstance(t, (int, float)) and math.isfinite(t) and 0 < t <= 86400):
@@ -119,7 +122,8 @@ def register(sub) -> None:
     p.add_argument("opcode", help="the form (canonical or any accepted spelling)")
     p.add_argument("--python", required=True, metavar="FILE:FUNC", help="the model: a function in a Python file")
     p.add_argument("--level", choices=("regs", "matrix"), default="regs",
-                   help="what FUNC takes: registers (default) or matrices (no fragment layouts needed)")
+                   help="what FUNC takes: registers (default) or matrices (no fragment layouts needed; wmma, "
+                        "block-scaled and wgmma forms always take matrices)")
     p.add_argument("--arch", default="sm_90", help="reference model (default sm_90)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--count", type=int, default=DEFAULT_COUNT,

@@ -16,7 +16,8 @@ hex format (one case per line, like Berkeley TestFloat):
           operand separated by ',', each 8 hex digits (16 for 64-bit f64 registers)
   e     = 32 metadata words (mma.sp), lane 0 first;  sel = the sparsity selector
   d     = the expected result registers (same layout)
-  matrix-level forms (wmma.mma, block scaling) use A= B= C= [SA= SB=] D= instead:
+  matrix-level forms (wmma.mma, block scaling, wgmma.mma_async, --level matrix) use
+  A= B= C= [SA= SB=] D= instead (wgmma: A is 64 x K, the dense structured-sparse A for .sp):
   rows separated by '|', elements by ',', each ceil(bits/4) hex digits (raw encodings)
 result files for 'verify': the same lines with at least d= (or D=), one per case in
 vector order (a '# id=N' note matches by id), or JSONL {"id": N, "d": [[hex,...] x32]},
@@ -155,7 +156,7 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--level", choices=("regs", "matrix"), default="regs",
                    help="registers (default) or matrices A, B, C -> D (mma forms too: a simulator without PTX "
-                        "fragment layouts runs them; wmma and block-scaled forms are always matrices)")
+                        "fragment layouts runs them; wmma, block-scaled and wgmma forms are always matrices)")
     p.add_argument("--coverage", nargs="+", metavar="NAME", help="only these coverage models (default: all that apply)")
     p.add_argument("--format", choices=("jsonl", "hex", "npz"), default=None,
                    help="output format (default: from the -o extension, else jsonl)")

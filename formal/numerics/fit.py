@@ -151,6 +151,15 @@ def sm90_alternatives() -> dict:
         "f8.f16": {"m16n8k16 one HMMA": emu("f8.f16", groups=one16),
                    "c in the first HMMA": emu("f8.f16", c_add="window"),
                    "add nan=0x7e00": emu("f8.f16", add_nan_bits=0x7E00)},
+        # wgmma (H200 run 2026-11-28, docs/wgmma.md): fp8 is native there; the mma.sync fp8 path (f16
+        # HMMAs, c added last) is what a simulator that reuses its mma.sync model would compute
+        "f8.f32@m64": {"n=16": path("f8.f32@m64", n=16), "F=14": path("f8.f32@m64", F=14),
+                       "full f32 output (23 fraction bits)": path("f8.f32@m64", out_frac=None),
+                       "the mma.sync fp8 path (f16 HMMAs, c added last)":
+                           S.with_path("f8.f32@m64", S.paths["f8.f32"], "sm_90 mma.sync fp8 path")},
+        "f8.f16@m64": {"n=16": path("f8.f16@m64", n=16), "F=14": path("f8.f16@m64", F=14),
+                       "the mma.sync fp8 path (f16 HMMAs, c added last)":
+                           S.with_path("f8.f16@m64", S.paths["f8.f16"], "sm_90 mma.sync fp8 path")},
         # wmma (run3 pipelines: formal.wmma.check_pipeline_data, tests/test_numerics_run3.py)
         "f16.f16@c=f32": {"one rounding (f16 block, f32 c)": S.with_path("f16.f16@c=f32", S.paths["f16.f16"]),
                           "F2FP RZ": emu("f16.f16@c=f32", rounding="rz")},

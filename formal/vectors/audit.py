@@ -78,7 +78,7 @@ def z3_model(fn: Callable) -> SymbolicModel:
 def _elem_widths(form: Form) -> tuple[int, int, int, int]:
     from ..numerics.formats import get_format
 
-    return tuple(get_format(t).bits for t in (form.atype, form.btype, form.ctype, form.dtype))  # type: ignore
+    return tuple(get_format(t).bits for t in (form.atype, form.btype, form.c_type, form.dtype))  # type: ignore
 
 
 class _Compiled:
@@ -401,7 +401,7 @@ def symbolic_search(form: Form, sm: SymbolicModel, arch: str = "sm_90", k_active
         return SymbolicResult("unknown", slice_txt, time.perf_counter() - t0, f"no Z3 reference: {e}")
     A = Z.elems(form.atype, "a", Ka)
     B = Z.elems(form.btype, "b", Ka)
-    C = Z.Elem(form.ctype, "c")
+    C = Z.Elem(form.c_type, "c")
     d_ref = ref(A, B, C)
     try:
         d_usr = sm.element([x.bv for x in A], [x.bv for x in B], C.bv)
@@ -560,7 +560,8 @@ def audit(opcode: str | Form, model: Callable, arch: str = "sm_90", count: int =
         ex = explain(vs, got, arch, model, max_witnesses, reduce, rep.caught_by)
         out.witnesses, out.causes, out.failed_elements = ex.witnesses, ex.causes, ex.total
         out.failed_elements_examined = ex.examined
-        out.background_points = [p for p in rep.failing_points if p not in ex.direct]
+        if not ex.truncated:       # beyond the examined elements a point's own failures are not known
+            out.background_points = [p for p in rep.failing_points if p not in ex.direct]
     return out
 
 
@@ -617,45 +618,62 @@ class IdentifyReport:
 _PAIRS: dict[tuple, tuple] = {}
 
 
-def _pair_witnesses(form: Form, names: tuple, seed: int, want: int):
+def identify_models(form: Form, archs=None) -> dict:
+    """name -> model that ``identify`` compares: the evaluator's architecture models with a path
+    for the form (``archs`` to choose), plus, for an fp8 wgmma, the sm_90 ``mma.sync`` fp8 path
+    (f16 HMMAs, c added last): what a simulator that reuses its mma.sync model for wgmma computes
+    (the H200 refuted it for wgmma, docs/wgmma.md)."""
+    from ..numerics.archs import MODELS, get_model
+    from . import distinguish as X
+
+    out = {a: a for a in (archs or list(MODELS)) if X.supports(form, a)}
+    if form.family == "wgmma" and archs is None and "sm_90" in out:
+        from ..numerics.fit import sm90_alternatives
+
+        key, _ = get_model("sm_90").path(form.atype, form.btype, form.c_type, form.dtype, shape=form.mnk)
+        for alt in sm90_alternatives().get(key, {}).values():
+            if alt.name == "sm_90 mma.sync fp8 path":
+                out[alt.name] = alt
+    return out
+
+
+def _pair_witnesses(form: Form, models: dict, seed: int, want: int):
     """({pair: {"witnesses", "identical"}}, [(point, Witness)]) of the pairwise searches: a
-    pure function of its arguments, cached per process (regs and matrix level share it)."""
+    pure function of its arguments (the models by name), cached per process (regs and matrix
+    level share it)."""
     from .build import _seed_for
     from . import distinguish as X
 
+    names = tuple(models)
     key = (form.opcode, names, seed, want)
-    if not all(isinstance(n, str) for n in names):     # model objects: searched every time
-        key = None
-    if key is None or key not in _PAIRS:
+    if key not in _PAIRS:
         pool = X.Pool(form, _seed_for(seed, form.opcode, "identify"))
         pairs: dict[str, dict] = {}
         placed = []
         for i, x in enumerate(names):
             for y in names[i + 1:]:
                 k = f"{x}|{y}"
-                if X.same_record(form, x, y):
+                if X.same_record(form, models[x], models[y]):
                     pairs[k] = {"witnesses": 0, "identical": True}
                     continue
-                ws = X.search(form, x, y, pool=pool, want=want)
+                ws = X.search(form, models[x], models[y], pool=pool, want=want)
                 pairs[k] = {"witnesses": len(ws), "identical": False}
                 placed += [(f"distinguish:{x}|{y}", w) for w in ws]
-        if key is None:
-            return pairs, tuple(placed)
         _PAIRS[key] = (pairs, tuple(placed))
     return _PAIRS[key]
 
 
 def distinguishing_vectors(opcode: str | Form, archs=None, seed: int = 0, want: int = 2, level: str = "regs"):
     """Vectors on which every pair of architecture models (that serve the form) differ:
-    (VectorSet with sm_90 expectations, {pair: {"witnesses", "identical"}}, archs)."""
-    from ..numerics.archs import MODELS
+    (VectorSet with sm_90 expectations, {pair: {"witnesses", "identical"}}, names of the models
+    compared; :func:`identify_models` says which)."""
     from .build import _seed_for, from_drafts
-    from . import distinguish as X
     from .draft import Canvas
 
     form = opcode if isinstance(opcode, Form) else parse(opcode)
-    names = [a for a in (archs or list(MODELS)) if X.supports(form, a)]
-    pairs, placed = _pair_witnesses(form, tuple(names), seed, want)
+    models = identify_models(form, archs)
+    names = list(models)
+    pairs, placed = _pair_witnesses(form, models, seed, want)
     pairs = {k: dict(v) for k, v in pairs.items()}
     drafts = []
     cv = None
@@ -699,12 +717,13 @@ def identify(opcode: str | Form, model: Callable, archs=None, seed: int = 0, lev
     if errors:
         rep.errors = errors
         return rep
+    models = identify_models(form, archs)
     for a in names:
         inputs = [c.inputs for c in vs.cases]
         if vs.level == "matrix" and not is_matrix_level(form):
-            exp = evaluate_inputs_level(form, inputs, [None] * len(inputs), a, "matrix")
+            exp = evaluate_inputs_level(form, inputs, [None] * len(inputs), models[a], "matrix")
         else:
-            exp = evaluate_inputs(form, inputs, [c.sel for c in vs.cases], a)
+            exp = evaluate_inputs(form, inputs, [c.sel for c in vs.cases], models[a])
         va = VectorSet(vs.opcode, a, vs.seed, vs.level,
                        [Case(c.id, c.opcode, c.sel, c.points, c.why, c.inputs, np.asarray(e), c.targets, c.level)
                         for c, e in zip(vs.cases, exp)])

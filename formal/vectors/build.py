@@ -103,8 +103,9 @@ def _tool_version() -> str:
 def check_form(form: Form, arch) -> None:
     from ..evaluate import EvalError, check_available
 
-    if form.family not in ("mma", "mma.sp", "wmma.mma"):
-        raise VectorError(f"{form.opcode}: vectors are for mma, mma.sp and wmma.mma forms, not {form.family}")
+    if form.family not in ("mma", "mma.sp", "wmma.mma", "wgmma"):
+        raise VectorError(f"{form.opcode}: vectors are for mma, mma.sp, wmma.mma and wgmma.mma_async forms, "
+                          f"not {form.family}")
     try:
         check_available(form, arch)              # a name, or an ArchModel by its base target
     except EvalError as e:
@@ -136,9 +137,9 @@ def from_drafts(form: Form, arch, seed: int, drafts: list, level: str = "regs", 
     from .draft import evaluate_inputs, is_matrix_level, to_inputs
 
     inputs = to_inputs(form, drafts, _seed_for(seed, form.opcode, "registers"))
-    sels = [d.sel if form.is_sparse else None for d in drafts]
-    expected = evaluate_inputs(form, inputs, sels, arch)
     lvl = "matrix" if is_matrix_level(form) else "regs"
+    sels = [d.sel if form.is_sparse and lvl == "regs" else None for d in drafts]     # matrices have no selector
+    expected = evaluate_inputs(form, inputs, sels, arch)
     pos = {} if lvl == "matrix" else _d_positions(form)
     cases = []
     for i, (d, inp, exp) in enumerate(zip(drafts, inputs, expected)):
@@ -149,7 +150,7 @@ def from_drafts(form: Form, arch, seed: int, drafts: list, level: str = "regs", 
                 lane, reg, el = pos[(t.p, t.m, t.n)]
                 rec.update(lane=lane, reg=reg, elem=el)
             tg.append(rec)
-        cases.append(Case(i, form.opcode, d.sel if form.is_sparse else None, list(d.points), d.why, inp,
+        cases.append(Case(i, form.opcode, sels[i], list(d.points), d.why, inp,
                           np.asarray(exp), tg, lvl))
     vs = VectorSet(form.opcode, getattr(arch, "name", str(arch)), seed, lvl, cases)
     vs.header = dict(header or {}, format=FORMAT_NAME, version=FORMAT_VERSION, tool=f"ptx-formal {_tool_version()}",
@@ -225,7 +226,8 @@ def generate(opcode: str | Form, arch: str = "sm_90", count: int = 0, seed: int 
     drafts += cov.random_drafts(ctx, count)
     rng = _seed_for(seed, form.opcode, "registers")
     inputs = to_inputs(form, drafts, rng)
-    sels = [d.sel if form.is_sparse else None for d in drafts]
+    regs_level = not is_matrix_level(form)
+    sels = [d.sel if form.is_sparse and regs_level else None for d in drafts]     # matrices have no selector
     expected = evaluate_inputs(form, inputs, sels, arch)
     if level not in ("regs", "matrix"):
         raise VectorError(f"level must be 'regs' or 'matrix', not {level!r}")
@@ -254,9 +256,9 @@ def generate(opcode: str | Form, arch: str = "sm_90", count: int = 0, seed: int 
         kept_target_points = {t["point"] for t in targets}
         pts = [p for p in d.points if p not in bad_points or p in kept_target_points]
         seen = [p for p in observed_points(form, inp, exp) if p not in pts]
-        if form.is_sparse and d.sel is not None and f"selector:{d.sel}" not in pts:
-            seen.append(f"selector:{d.sel}")
-        cases.append(Case(i, form.opcode, d.sel if form.is_sparse else None, pts, d.why, inp, np.asarray(exp),
+        if sels[i] is not None and f"selector:{sels[i]}" not in pts:
+            seen.append(f"selector:{sels[i]}")
+        cases.append(Case(i, form.opcode, sels[i], pts, d.why, inp, np.asarray(exp),
                           targets, level, seen))
     import z3
 

@@ -173,7 +173,7 @@ RLIMIT_PER_MS = 1000
 def _key(ctx: Ctx, point: str, k: int) -> tuple:
     f = ctx.form
     _, _, _, _, Ka = _dims(f)
-    return (point, f.atype, f.btype, f.ctype, f.dtype, f.satfinite, f.bitop, f.rounding, f.kind, Ka, k,
+    return (point, f.atype, f.btype, f.c_type, f.dtype, f.satfinite, f.bitop, f.rounding, f.kind, Ka, k,
             ctx.arch_name, ctx.seed)
 
 
@@ -243,7 +243,7 @@ def solve(ctx: Ctx, point: str, k: int, build: Callable, want: int = 3,
            "rejected_by_model": rejected, "terms": k}
     if status == "unsat" and complete:
         rec["reason"] = (f"proved unreachable (Z3 UNSAT): no {ctx.form.atype} x {ctx.form.btype} + "
-                         f"{ctx.form.ctype} inputs reach it")
+                         f"{ctx.form.c_type} inputs reach it")
     elif status == "unsat":
         rec["status"] = status = "unsat-in-slice"
         rec["reason"] = ("not found: Z3 UNSAT within the query's slice (exponent windows, at most "
@@ -293,7 +293,7 @@ def _float_vars(s, f: Form, k: int, awin=None, bwin=None, cwin=None, c_free: boo
 
     a = Z.elems(f.atype, "a", k)
     b = Z.elems(f.btype, "b", k)
-    c = Z.Elem(f.ctype, "c")
+    c = Z.Elem(f.c_type, "c")
     for x, win in [(x, awin) for x in a] + [(x, bwin) for x in b] + [(c, cwin)]:
         fx = x.f
         lo, hi = (win if win is not None else (fx.emin, fx.emax))
@@ -314,15 +314,15 @@ def _mant(t: str, keep: int) -> int:
 
 def _lsb_floor(f: Form, awin, bwin, cwin) -> int:
     """The lowest bit any addend can have (exponent windows, narrowed significands)."""
-    fa, fb, fc = get_format(f.atype), get_format(f.btype), get_format(f.ctype)
+    fa, fb, fc = get_format(f.atype), get_format(f.btype), get_format(f.c_type)
     lo_a = max(awin[0], fa.emin) if awin else fa.emin
     lo_b = max(bwin[0], fb.emin) if bwin else fb.emin
     lo_c = max(cwin[0], fc.emin) if cwin else fc.emin
-    return min(lo_a + lo_b - _mant(f.atype, NARROW_A) - _mant(f.btype, NARROW_A), lo_c - _mant(f.ctype, NARROW_C))
+    return min(lo_a + lo_b - _mant(f.atype, NARROW_A) - _mant(f.btype, NARROW_A), lo_c - _mant(f.c_type, NARROW_C))
 
 
 def _width(f: Form, awin, bwin, cwin, k: int, L: int) -> int:
-    fa, fb, fc = get_format(f.atype), get_format(f.btype), get_format(f.ctype)
+    fa, fb, fc = get_format(f.atype), get_format(f.btype), get_format(f.c_type)
     hi_a = min(awin[1], fa.emax) if awin else fa.emax
     hi_b = min(bwin[1], fb.emax) if bwin else fb.emax
     hi_c = min(cwin[1], fc.emax) if cwin else fc.emax
@@ -345,7 +345,7 @@ def build_specials(ctx: Ctx):
     rng = ctx.rng("specials")
     _, _, _, K, Ka = _dims(f)
     k = min(Ka, 4)
-    for op, t in (("a", f.atype), ("b", f.btype), ("c", f.ctype)):
+    for op, t in (("a", f.atype), ("b", f.btype), ("c", f.c_type)):
         for kind in ("nan", "inf"):
             if kind == "nan":
                 variants = nan_codes(t)
@@ -359,7 +359,7 @@ def build_specials(ctx: Ctx):
             for s, (label, code) in enumerate(variants[:cv.slots]):
                 a = random_normal(rng, f.atype, k)
                 b = random_normal(rng, f.btype, k)
-                c = random_normal(rng, f.ctype, 1)[0]
+                c = random_normal(rng, f.c_type, 1)[0]
                 if op == "a":
                     a[0] = code
                 elif op == "b":
@@ -391,11 +391,11 @@ def build_invalid(ctx: Ctx):
     cv = ctx.canvas("invalid", i=0)
     s = 0
     if _has_inf(f.atype):
-        cv.place(s, [(inf_code(f.atype), zb)], random_normal(rng, f.ctype)[0], "inf_times_zero", "nan"); s += 1
-        cv.place(s, [(inf_code(f.atype, True), neg_zero(f.btype))], random_normal(rng, f.ctype)[0],
+        cv.place(s, [(inf_code(f.atype), zb)], random_normal(rng, f.c_type)[0], "inf_times_zero", "nan"); s += 1
+        cv.place(s, [(inf_code(f.atype, True), neg_zero(f.btype))], random_normal(rng, f.c_type)[0],
                  "inf_times_zero", "nan"); s += 1
     if _has_inf(f.btype):
-        cv.place(s, [(za, inf_code(f.btype))], random_normal(rng, f.ctype)[0], "inf_times_zero", "nan"); s += 1
+        cv.place(s, [(za, inf_code(f.btype))], random_normal(rng, f.c_type)[0], "inf_times_zero", "nan"); s += 1
     yield cv.draft(["inf_times_zero"], "Inf x 0 in one product (Inf in A or B, +0/-0 partner): D must be NaN")
     # an Inf factor of either sign, and the finite partner
     if _has_inf(f.atype):
@@ -404,15 +404,15 @@ def build_invalid(ctx: Ctx):
         pinf, ninf = (one(f.atype), inf_code(f.btype)), (one(f.atype), inf_code(f.btype, True))
     if Ka >= 2:
         cv = ctx.canvas("invalid", i=1)
-        cv.place(0, [pinf, ninf], random_normal(rng, f.ctype)[0], "inf_minus_inf", "nan")
+        cv.place(0, [pinf, ninf], random_normal(rng, f.c_type)[0], "inf_minus_inf", "nan")
         if Ka >= 3:
             mid = (random_normal(rng, f.atype)[0], random_normal(rng, f.btype)[0])
             cv.place(1, [ninf, mid, pinf], 0, "inf_minus_inf", "nan")
         yield cv.draft(["inf_minus_inf"], "+Inf and -Inf products in one dot product: D must be NaN")
-    if _has_inf(f.ctype):
+    if _has_inf(f.c_type):
         cv = ctx.canvas("invalid", i=2)
-        cv.place(0, [pinf], inf_code(f.ctype, True), "inf_minus_inf_c", "nan")
-        cv.place(1, [ninf], inf_code(f.ctype), "inf_minus_inf_c", "nan")
+        cv.place(0, [pinf], inf_code(f.c_type, True), "inf_minus_inf_c", "nan")
+        cv.place(1, [ninf], inf_code(f.c_type), "inf_minus_inf_c", "nan")
         yield cv.draft(["inf_minus_inf_c"], "an Inf product against the opposite Inf in C: D must be NaN")
 
 
@@ -429,7 +429,7 @@ def build_subnormal(ctx: Ctx):
     rng = ctx.rng("subnormal")
     _, _, _, K, Ka = _dims(f)
     k = min(Ka, 4)
-    for i, (op, t) in enumerate((("a", f.atype), ("b", f.btype), ("c", f.ctype))):
+    for i, (op, t) in enumerate((("a", f.atype), ("b", f.btype), ("c", f.c_type))):
         if not get_format(t).subnormal or get_format(t).mantissa == 0:
             continue
         cv = ctx.canvas("subnormal", i=i)
@@ -460,7 +460,7 @@ def build_subnormal(ctx: Ctx):
                                               "(the product is normal; checks subnormal alignment)")
     # exact results in the output's subnormal range (solver)
     fo = get_format(f.dtype)
-    fc = get_format(f.ctype)
+    fc = get_format(f.c_type)
     t = fo.emin - 3
     variants = [
         ("products", dict(awin=(t // 2 - 6, t // 2 + 6), bwin=(t // 2 - 6, t // 2 + 6), cwin=None, c_zero=True)),
@@ -519,7 +519,7 @@ def build_signed_zero(ctx: Ctx):
     f = ctx.form
     rng = ctx.rng("signed_zero")
     _, _, _, K, Ka = _dims(f)
-    nza, nzb, nzc = neg_zero(f.atype), neg_zero(f.btype), neg_zero(f.ctype)
+    nza, nzb, nzc = neg_zero(f.atype), neg_zero(f.btype), neg_zero(f.c_type)
     cv = ctx.canvas("signed_zero", i=0)
     # -0 * +x = -0 ; sum of -0 products and c = -0 -> IEEE -0 (the model decides)
     cv.place(0, [(nza, one(f.btype))] * min(Ka, 2), nzc, "zero_sum:all_neg")
@@ -553,7 +553,7 @@ def build_alignment(ctx: Ctx):
 
     z3 = Z.z3
     f = ctx.form
-    fa, fb, fc = get_format(f.atype), get_format(f.btype), get_format(f.ctype)
+    fa, fb, fc = get_format(f.atype), get_format(f.btype), get_format(f.c_type)
     P = fc.mantissa + 1
     _, _, _, K, Ka = _dims(f)
     win = (-4, 4)
@@ -691,7 +691,7 @@ def build_overflow(ctx: Ctx):
 
     z3 = Z.z3
     f = ctx.form
-    fa, fb, fc, fo = (get_format(t) for t in (f.atype, f.btype, f.ctype, f.dtype))
+    fa, fb, fc, fo = (get_format(t) for t in (f.atype, f.btype, f.c_type, f.dtype))
     _, _, _, K, Ka = _dims(f)
     # |sum| is largest when every addend is the largest finite value: if even that stays
     # below 2**(emax+1), no finite input overflows (exact arithmetic, no solver needed)
@@ -705,7 +705,7 @@ def build_overflow(ctx: Ctx):
     if bound < thr_v:
         ctx.stats["overflow_out"] = {"status": "unsat", "seconds": 0.0, "solutions": 0, "terms": Ka,
                                      "reason": f"bound: |sum| <= {Ka} * max({f.atype}) * max({f.btype}) + "
-                                               f"max({f.ctype}) = {float(bound):.6g} < 2**{fo.emax + 1}"}
+                                               f"max({f.c_type}) = {float(bound):.6g} < 2**{fo.emax + 1}"}
         ctx.not_covered["overflow_out"] = (f"proved unreachable: the largest finite inputs give |sum| <= "
                                            f"{float(bound):.6g} < 2**{fo.emax + 1}")
         return
@@ -782,7 +782,7 @@ def build_fp8(ctx: Ctx):
     cv = ctx.canvas("fp8", i=5)
     mx = [(max_finite(f.atype), max_finite(f.btype))] * Ka
     cv.place(0, mx, 0, "fp8_max_sum")
-    cv.place(1, [(max_finite(f.atype, True), max_finite(f.btype))] * Ka, max_finite(f.ctype, True), "fp8_max_sum")
+    cv.place(1, [(max_finite(f.atype, True), max_finite(f.btype))] * Ka, max_finite(f.c_type, True), "fp8_max_sum")
     cv.place(2, [(max_finite(f.atype), max_finite(f.btype)), (max_finite(f.atype, True), max_finite(f.btype))] *
              (Ka // 2), 0, "fp8_max_sum")
     yield cv.draft(["fp8_max_sum"], "every product max x max (both signs, and alternating): the accumulator's "
@@ -793,7 +793,7 @@ def build_fp8(ctx: Ctx):
 # integer bounds (solver)
 
 def _applies_int(f: Form) -> bool:
-    return is_int_form(f) and f.family in ("mma", "mma.sp", "wmma.mma")
+    return is_int_form(f) and f.family in ("mma", "mma.sp", "wmma.mma", "wgmma")
 
 
 @_model("int_bounds", "s32 results at both bounds: exact sums just past +-2**31 (wrap, or .satfinite clamp), "
@@ -818,7 +818,7 @@ def build_int_bounds(ctx: Ctx):
     def vars_(s):
         a = Z.elems(f.atype, "a", k)
         b = Z.elems(f.btype, "b", k)
-        c = Z.Elem(f.ctype, "c")
+        c = Z.Elem(f.c_type, "c")
         return a, b, c
 
     def prods(a, b):
@@ -899,14 +899,27 @@ def build_b1(ctx: Ctx):
 # sparse metadata and selectors
 
 @_model("metadata", "every legal metadata index pair (nibble) in every chunk, for every legal selector; mixed "
-                    "pairs; lanes that do not contribute metadata holding (legal) junk",
-        "metadata_pair:0xN metadata_mixed metadata_idle_lanes", lambda f: f.family == "mma.sp" and not f.block_scale)
+                    "pairs; lanes that do not contribute metadata holding (legal) junk (a sparse wgmma, whose "
+                    "vectors are matrices: the non-zero positions of the dense A those pairs stand for)",
+        "metadata_pair:0xN metadata_mixed metadata_idle_lanes",
+        lambda f: (f.family == "mma.sp" and not f.block_scale) or (f.family == "wgmma" and f.is_sparse))
 def build_metadata(ctx: Ctx):
     from .draft import meta
 
     f = ctx.form
     fm = meta(f)
     legal = list(fm.legal_nibbles)
+    M = f.mnk[0]
+    if f.family == "wgmma":      # matrix level: no selector, no metadata registers
+        for nib in legal:
+            cv = ctx.canvas("metadata", nib=nib, i=nib)
+            yield cv.draft([f"metadata_pair:0x{nib:x}"],
+                           f"every chunk of every row of A holds its non-zeros at chunk columns {fm.offsets(nib)} "
+                           f"(index pair 0b{nib:04b})")
+        mixed = np.array(legal)[(np.arange(M)[:, None] + 3 * np.arange(fm.chunks_per_row)[None, :]) % len(legal)]
+        cv = ctx.canvas("metadata", nib=mixed, i=100)
+        yield cv.draft(["metadata_mixed"], "a different legal index pair per (row, chunk) of A")
+        return
     for si, sel in enumerate(ctx.sels()):
         for nib in legal:
             cv = ctx.canvas("metadata", sel=sel, nib=nib, i=nib)
@@ -914,7 +927,7 @@ def build_metadata(ctx: Ctx):
             yield cv.draft([f"metadata_pair:0x{nib:x}", f"selector:{sel}"],
                            f"every chunk of every row uses nibble 0b{nib:04b} (stored elements at chunk columns "
                            f"{offs}), selector {sel}")
-        M, C = fm.rows, fm.chunks_per_row
+        C = fm.chunks_per_row
         mixed = np.array(legal)[(np.arange(M)[:, None] + 3 * np.arange(C)[None, :]) % len(legal)]
         cv = ctx.canvas("metadata", sel=sel, nib=mixed, i=100 + si)
         yield cv.draft(["metadata_mixed", f"selector:{sel}"], f"a different legal nibble per (row, chunk), "
@@ -991,7 +1004,7 @@ def _distinct(t: str, n: int) -> np.ndarray:
 
 @_model("layout", "layout probes: one operand holds distinct values and the others select them one by one "
                   "into D, so a misplaced element changes D",
-        "layout:a layout:b layout:c", lambda f: f.family in ("mma", "mma.sp") and not f.block_scale)
+        "layout:a layout:b layout:c", lambda f: f.family in ("mma", "mma.sp", "wgmma") and not f.block_scale)
 def build_layout(ctx: Ctx):
     f = ctx.form
     P, M, N, K, Ka = _dims(f)
@@ -999,7 +1012,7 @@ def build_layout(ctx: Ctx):
     zc = 0
     # C probe: A = B = 0, D = C (read through the accumulator path)
     cv = ctx.canvas("layout", background="zero", i=0)
-    cv.C[:] = _distinct(f.ctype, P * M * N).reshape(P, M, N)
+    cv.C[:] = _distinct(f.c_type, P * M * N).reshape(P, M, N)
     yield cv.draft(["layout:c"], "A = B = 0, C distinct: D equals C element by element")
     if f.atype == "b1":
         return
@@ -1047,7 +1060,7 @@ def point_name(s: str) -> str:
 
 
 def _applies_mech(f: Form) -> bool:
-    return f.family in ("mma", "mma.sp", "wmma.mma") and f.atype != "b1"
+    return f.family in ("mma", "mma.sp", "wmma.mma", "wgmma") and f.atype != "b1"
 
 
 @_model("mechanisms", "inputs that tell the model from each known wrong variant, one per mechanism: the "
@@ -1162,7 +1175,7 @@ def _nan_multi(ctx: Ctx) -> list:
     if not is_float_form(f):
         return []
     _, _, _, _, Ka = _dims(f)
-    na, nb, nc = nan_codes(f.atype), nan_codes(f.btype), nan_codes(f.ctype)
+    na, nb, nc = nan_codes(f.atype), nan_codes(f.btype), nan_codes(f.c_type)
     if not (na and nb and nc):
         return []
     pa, pb, pc = na[0][1], nb[-1][1], nc[1 % len(nc)][1]
@@ -1179,7 +1192,7 @@ def _nan_multi(ctx: Ctx) -> list:
     w({0: (pa, xb)}, pc)                                   # a and c
     if Ka >= 2:
         w({0: (xa, pb), 1: (pa, xb)}, 0)                   # b at k0, a at k1
-        w({0: (pa, pb)}, one(f.ctype))                     # a and b at one k
+        w({0: (pa, pb)}, one(f.c_type))                     # a and b at one k
         w({0: (pa, xb), Ka - 1: (xa, pb)}, pc)             # three sources, far apart
         ic = inf_code(f.atype)
         if ic is not None:
@@ -1197,7 +1210,7 @@ def _probes_for(f: Form) -> list:
     out = []
     for p in PROBES:
         pf = p.form
-        if (pf["atype"], pf["btype"], pf["ctype"], pf["dtype"]) != (f.atype, f.btype, f.ctype, f.dtype):
+        if (pf["atype"], pf["btype"], pf["ctype"], pf["dtype"]) != (f.atype, f.btype, f.c_type, f.dtype):
             continue
         if p.mnk[2] != f.mnk[2] or f.is_sparse or f.block_scale:
             continue

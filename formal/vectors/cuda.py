@@ -79,7 +79,8 @@ def render(opcode) -> str:
     form = opcode if isinstance(opcode, Form) else parse(opcode)
     if form.family not in ("mma", "mma.sp") or form.block_scale:
         raise VectorError(f"{form.opcode}: the CUDA harness runs register-level mma / mma.sp forms "
-                          "(wmma fragments are unspecified; block scaling needs scale operands)")
+                          "(wmma fragments are unspecified; block scaling needs scale operands; a wgmma needs a "
+                          "warpgroup, descriptors and a shared-memory image: formal/hw/wgmma_probe.py)")
     with open(TEMPLATE) as fh:
         src = fh.read()
     i, j = src.index(BEGIN), src.index(END) + len(END)

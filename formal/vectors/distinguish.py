@@ -85,7 +85,7 @@ def supports(form: Form, model) -> bool:
     try:
         check_available(form, arch)              # the instruction exists on that target (a model: its base's)
         m = get_model(arch)
-        m.path(form.atype, form.btype, form.ctype, form.dtype, form.kind, scaled=bool(form.block_scale),
+        m.path(form.atype, form.btype, form.c_type, form.dtype, form.kind, scaled=bool(form.block_scale),
                shape=form.mnk)
         return True
     except Exception:
@@ -103,7 +103,7 @@ def same_record(form: Form, m1, m2) -> bool:
         return False
 
     def rec(m):
-        _, p = get_model(m).path(form.atype, form.btype, form.ctype, form.dtype, form.kind,
+        _, p = get_model(m).path(form.atype, form.btype, form.c_type, form.dtype, form.kind,
                                  scaled=bool(form.block_scale), shape=form.mnk)
         return p
 
@@ -245,17 +245,17 @@ def regime_tiny_c0(form: Form, rng, T: int):
     _fill(rng, form, A, B, pos, lambda t, k: base[t] + rng.integers(-3, 4, k))
     from .elements import neg_zero
 
-    C[:] = np.where(rng.random(T) < 0.5, 0, neg_zero(form.ctype))
+    C[:] = np.where(rng.random(T) < 0.5, 0, neg_zero(form.c_type))
     return A, B, C
 
 
 def regime_under_c(form: Form, rng, T: int):
     """c normal, products 0..40 binades below it (window width, truncation vs rounding, c precision)."""
     A, B, C, Ka = _frame(form, T)
-    fc = _fmt(form.ctype)
+    fc = _fmt(form.c_type)
     hi = min(fc.emax - 2, 12)
     ec = rng.integers(min(max(fc.emin + 2, -12), hi), hi + 1, T)
-    C[:] = _normal(rng, form.ctype, ec, T)
+    C[:] = _normal(rng, form.c_type, ec, T)
     pos = _positions(rng, T, Ka)
     _fill(rng, form, A, B, pos, lambda t, k: ec[t] - rng.integers(0, 41, k))
     return A, B, C
@@ -265,8 +265,8 @@ def regime_near(form: Form, rng, T: int):
     """Terms and c within a few binades of each other, rich significands (rounding bits)."""
     A, B, C, Ka = _frame(form, T)
     e0 = rng.integers(-4, 5, T)
-    fc = _fmt(form.ctype)
-    C[:] = np.where(rng.random(T) < 0.3, 0, _normal(rng, form.ctype, e0 + rng.integers(-3, 4, T), T))
+    fc = _fmt(form.c_type)
+    C[:] = np.where(rng.random(T) < 0.3, 0, _normal(rng, form.c_type, e0 + rng.integers(-3, 4, T), T))
     pos = _positions(rng, T, Ka, kmax=6)
     _fill(rng, form, A, B, pos, lambda t, k: e0[t] + rng.integers(-3, 4, k))
     del fc
@@ -290,7 +290,7 @@ def regime_cancel(form: Form, rng, T: int):
             rest = p[2:]
         else:
             rest = p[1:]
-            C[t] = _normal(rng, form.ctype, np.array([big]), 1, neg=np.array([1]))[0]
+            C[t] = _normal(rng, form.c_type, np.array([big]), 1, neg=np.array([1]))[0]
         if len(rest):
             ea, eb = _split_exp(rng, form.atype, form.btype, big - rng.integers(1, 30, len(rest)))
             A[t, rest] = _normal(rng, form.atype, ea, len(rest))
@@ -310,14 +310,14 @@ def regime_spread(form: Form, rng, T: int):
         ea, eb = _split_exp(rng, form.atype, form.btype, lv)
         A[t, p] = _normal(rng, form.atype, ea, k)
         B[t, p] = _normal(rng, form.btype, eb, k)
-    C[:] = np.where(rng.random(T) < 0.5, 0, _normal(rng, form.ctype, rng.integers(-6, 7, T), T))
+    C[:] = np.where(rng.random(T) < 0.5, 0, _normal(rng, form.c_type, rng.integers(-6, 7, T), T))
     return A, B, C
 
 
 def regime_overflow(form: Form, rng, T: int):
     """Products and c near the top of the output's range, mostly of one sign."""
     A, B, C, Ka = _frame(form, T)
-    fd, fc = _fmt(form.dtype), _fmt(form.ctype)
+    fd, fc = _fmt(form.dtype), _fmt(form.c_type)
     fa, fb = _fmt(form.atype), _fmt(form.btype)
     top = min(fd.emax, fa.emax + fb.emax + 1) if fd.cls == "float" else 0
     pos = _positions(rng, T, Ka, kmax=8)
@@ -327,7 +327,7 @@ def regime_overflow(form: Form, rng, T: int):
         A[t, p] = _normal(rng, form.atype, ea, len(p), neg=neg)
         B[t, p] = _normal(rng, form.btype, eb, len(p), neg=np.zeros(len(p), np.int64))
     ec = np.minimum(top, fc.emax) - rng.integers(0, 3, T)
-    C[:] = np.where(rng.random(T) < 0.5, 0, _normal(rng, form.ctype, ec, T, neg=np.zeros(T, np.int64)))
+    C[:] = np.where(rng.random(T) < 0.5, 0, _normal(rng, form.c_type, ec, T, neg=np.zeros(T, np.int64)))
     return A, B, C
 
 
@@ -347,9 +347,9 @@ def regime_subnormal(form: Form, rng, T: int):
             B[t, p] = _subnormal(rng, form.btype, k)
             A[t, p] = _normal(rng, form.atype, rng.integers(max(fa.emax - 4, fa.emin), fa.emax + 1, k), k)
         else:
-            C[t] = _subnormal(rng, form.ctype, 1)[0]
+            C[t] = _subnormal(rng, form.c_type, 1)[0]
             if rng.random() < 0.5:     # a tiny product beside it
-                ea, eb = _split_exp(rng, form.atype, form.btype, np.array([_fmt(form.ctype).emin - 2]))
+                ea, eb = _split_exp(rng, form.atype, form.btype, np.array([_fmt(form.c_type).emin - 2]))
                 A[t, p[0]] = _normal(rng, form.atype, ea, 1)[0]
                 B[t, p[0]] = _normal(rng, form.btype, eb, 1)[0]
     return A, B, C
@@ -360,13 +360,13 @@ def regime_special(form: Form, rng, T: int):
     A, B, C, Ka = _frame(form, T)
     pos = _positions(rng, T, Ka, kmax=4)
     _fill(rng, form, A, B, pos, lambda t, k: rng.integers(-2, 3, k))
-    C[:] = _normal(rng, form.ctype, rng.integers(-2, 3, T), T)
+    C[:] = _normal(rng, form.c_type, rng.integers(-2, 3, T), T)
     for t, p in enumerate(pos):
         n = int(rng.integers(2, 4))
         for _ in range(n):
             where = "abc"[int(rng.integers(0, 3))]
             if where == "c":
-                C[t] = _special(rng, form.ctype, 1)[0]
+                C[t] = _special(rng, form.c_type, 1)[0]
             else:
                 j = p[int(rng.integers(0, len(p)))]
                 if where == "a":
@@ -417,7 +417,7 @@ def regime_pow2(form: Form, rng, T: int):
     """Powers of two (and c = 0 or a power of two): sums that sit exactly on a rounding
     boundary or tie, plus a term far below that only some models keep."""
     A, B, C, Ka = _frame(form, T)
-    fa, fb, fc = _fmt(form.atype), _fmt(form.btype), _fmt(form.ctype)
+    fa, fb, fc = _fmt(form.atype), _fmt(form.btype), _fmt(form.c_type)
     lo = _out_emin(form)
     for t in range(T):
         k = int(rng.integers(1, min(Ka, 4) + 1))
@@ -429,13 +429,13 @@ def regime_pow2(form: Form, rng, T: int):
         A[t, p] = _pow2(rng, form.atype, ea, k)
         B[t, p] = _pow2(rng, form.btype, eb, k)
         if rng.random() < 0.5:
-            C[t] = _pow2_1(rng, form.ctype, centre + int(rng.integers(-2, 3)))
+            C[t] = _pow2_1(rng, form.c_type, centre + int(rng.integers(-2, 3)))
             if rng.random() < 0.2:
-                C[t] = _pow2_1(rng, form.ctype, fc.emin - int(rng.integers(1, fc.mantissa + 1)))
+                C[t] = _pow2_1(rng, form.c_type, fc.emin - int(rng.integers(1, fc.mantissa + 1)))
         elif rng.random() < 0.5:
             from .elements import neg_zero
 
-            C[t] = neg_zero(form.ctype)
+            C[t] = neg_zero(form.c_type)
     del fb
     return A, B, C
 
@@ -470,11 +470,11 @@ def grid_hints(form: Form, arch="sm_90") -> list[int]:
     from ..numerics.archs import get_model
 
     out = set()
-    fo, fc = _fmt(form.dtype), _fmt(form.ctype)
+    fo, fc = _fmt(form.dtype), _fmt(form.c_type)
     if fo.cls == "float":
         out.add(fo.emin - fo.mantissa - 1)
     try:
-        _, p = get_model(arch).path(form.atype, form.btype, form.ctype, form.dtype, form.kind,
+        _, p = get_model(arch).path(form.atype, form.btype, form.c_type, form.dtype, form.kind,
                                     scaled=bool(form.block_scale), shape=form.mnk)
     except Exception:
         p = None
@@ -495,7 +495,7 @@ def regime_tie(form: Form, rng, T: int):
     from .elements import neg_zero
 
     A, B, C, Ka = _frame(form, T)
-    fo, fc = _fmt(form.dtype), _fmt(form.ctype)
+    fo, fc = _fmt(form.dtype), _fmt(form.c_type)
     plo, phi = _product_range(form)
     hints = grid_hints(form)
     for t in range(T):
@@ -525,9 +525,9 @@ def regime_tie(form: Form, rng, T: int):
         _place_terms(rng, form, A, B, t, terms, Ka)
         if c_lead:
             ce = max(lead, fc.emin - (fc.mantissa if fc.subnormal else 0))
-            C[t] = _pos_only(form.ctype, _pow2_1(rng, form.ctype, ce))
+            C[t] = _pos_only(form.c_type, _pow2_1(rng, form.c_type, ce))
         else:
-            C[t] = 0 if rng.random() < 0.7 else neg_zero(form.ctype)
+            C[t] = 0 if rng.random() < 0.7 else neg_zero(form.c_type)
     return A, B, C
 
 
@@ -555,7 +555,7 @@ def _ref_block(form: Form, arch="sm_90"):
     from ..numerics.archs import get_model
 
     try:
-        _, p = get_model(arch).path(form.atype, form.btype, form.ctype, form.dtype, form.kind,
+        _, p = get_model(arch).path(form.atype, form.btype, form.c_type, form.dtype, form.kind,
                                     scaled=bool(form.block_scale), shape=form.mnk)
     except Exception:
         return None
@@ -587,7 +587,7 @@ def regime_floor(form: Form, rng, T: int):
         for _ in range(int(rng.integers(1, 3))):
             terms.append((max(blk.minexp - blk.F + int(rng.integers(-2, 3)), plo), bool(rng.random() < 0.5)))
         _place_terms(rng, form, A, B, t, terms, Ka)
-        C[t] = 0 if rng.random() < 0.7 else neg_zero(form.ctype)
+        C[t] = 0 if rng.random() < 0.7 else neg_zero(form.c_type)
     return A, B, C
 
 
@@ -618,7 +618,7 @@ def regime_zeros(form: Form, rng, T: int):
     from .elements import neg_zero
 
     A, B, C, Ka = _frame(form, T)
-    za, zb, zc = neg_zero(form.atype), neg_zero(form.btype), neg_zero(form.ctype)
+    za, zb, zc = neg_zero(form.atype), neg_zero(form.btype), neg_zero(form.c_type)
     for t in range(T):
         k = int(rng.integers(1, min(Ka, 4) + 1))
         p = rng.permutation(Ka)[:k]
@@ -647,7 +647,7 @@ def regime_zero_big(form: Form, rng, T: int):
     from .elements import neg_zero
 
     A, B, C, Ka = _frame(form, T)
-    fa, fb, fc = _fmt(form.atype), _fmt(form.btype), _fmt(form.ctype)
+    fa, fb, fc = _fmt(form.atype), _fmt(form.btype), _fmt(form.c_type)
     plo, _ = _product_range(form)
     for t in range(T):
         k = int(rng.integers(1, min(Ka, 5) + 1))
@@ -668,16 +668,16 @@ def regime_zero_big(form: Form, rng, T: int):
             B[t, rest] = _normal(rng, form.btype, eb, len(rest))
         r = rng.random()
         if r < 0.3 and fc.subnormal and fc.mantissa:
-            C[t] = _subnormal(rng, form.ctype, 1)[0]
+            C[t] = _subnormal(rng, form.c_type, 1)[0]
         elif r < 0.7:
-            C[t] = _normal(rng, form.ctype, np.array([top - int(rng.integers(0, 45))]), 1)[0]
+            C[t] = _normal(rng, form.c_type, np.array([top - int(rng.integers(0, 45))]), 1)[0]
     return A, B, C
 
 
 def regime_bits(form: Form, rng, T: int):
     """Raw random encodings on a few terms."""
     A, B, C, Ka = _frame(form, T)
-    wa, wb, wc = (_fmt(t).bits for t in (form.atype, form.btype, form.ctype))
+    wa, wb, wc = (_fmt(t).bits for t in (form.atype, form.btype, form.c_type))
     for t, p in enumerate(_positions(rng, T, Ka, kmax=Ka)):
         A[t, p] = rng.integers(0, 1 << wa, len(p), dtype=np.uint64)
         B[t, p] = rng.integers(0, 1 << wb, len(p), dtype=np.uint64)
@@ -868,7 +868,7 @@ def search(form: Form, m1, m2, rng: np.random.Generator | None = None, regimes: 
 
 def _flush(op: str):
     def tr(form, a, b, c):
-        t = {"a": form.atype, "b": form.btype, "c": form.ctype}[op]
+        t = {"a": form.atype, "b": form.btype, "c": form.c_type}[op]
         x = {"a": a, "b": b, "c": c}[op]
         d = decode(x.reshape(-1), t)
         f = _fmt(t)
@@ -881,10 +881,10 @@ def _flush(op: str):
 
 def _coarse_c(keep: int):
     def tr(form, a, b, c):
-        f = _fmt(form.ctype)
+        f = _fmt(form.c_type)
         drop = f.mantissa - keep
         if drop > 0:
-            d = decode(c.reshape(-1), form.ctype)
+            d = decode(c.reshape(-1), form.c_type)
             fin = (~d.nan & ~d.inf).reshape(c.shape)
             mask = np.uint64(((1 << 64) - 1) ^ (((1 << drop) - 1) << f.ignored_low_bits))
             c[fin] &= mask
@@ -908,7 +908,7 @@ def mechanisms(form: Form, arch="sm_90") -> list[Mechanism]:
 
     ref = get_model(arch)
     try:
-        key, p = ref.path(form.atype, form.btype, form.ctype, form.dtype, form.kind,
+        key, p = ref.path(form.atype, form.btype, form.c_type, form.dtype, form.kind,
                           scaled=bool(form.block_scale), shape=form.mnk)
     except Exception:
         return []
@@ -1007,12 +1007,12 @@ def mechanisms(form: Form, arch="sm_90") -> list[Mechanism]:
             ref.with_path(key, p.but(saturation="per_step"), f"{ref.name}[{key}:per-step sat]"), ("int",))
     # input transforms
     if _fmt(form.atype).cls == "float":
-        for op, t in (("a", form.atype), ("b", form.btype), ("c", form.ctype)):
+        for op, t in (("a", form.atype), ("b", form.btype), ("c", form.c_type)):
             f = _fmt(t)
             if f.subnormal and f.mantissa:
                 add(f"mech:subnormal_flush:{op}", f"subnormal {op} flushed to zero",
                     Mutant(f"{ref.name}+flush {op} subnormals", ref, _flush(op)), ("subnormal",))
-        fc = _fmt(form.ctype)
+        fc = _fmt(form.c_type)
         if fc.mantissa > 7:
             keep = fc.mantissa // 2
             add("mech:c_precision", f"c keeps {keep} of its {fc.mantissa} fraction bits",
@@ -1023,7 +1023,8 @@ def mechanisms(form: Form, arch="sm_90") -> list[Mechanism]:
 
         for name, alt in sm90_alternatives().get(key, {}).items():
             if not same_record(form, ref, alt):
-                add(f"silicon:{key}:{name}", f"refuted on the H100: {name}", alt, ())
+                where = "the H200 (wgmma run)" if key.endswith("@m64") else "the H100"
+                add(f"silicon:{key}:{name}", f"refuted on {where}: {name}", alt, ())
     # keep only variants that really change this form's path
     return [m for m in out if m.variant is not None and (isinstance(m.variant, Mutant)
                                                         or not same_record(form, ref, m.variant))]

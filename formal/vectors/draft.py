@@ -61,8 +61,10 @@ class Draft:
 
 def is_matrix_level(form: Form) -> bool:
     """Forms whose vectors are matrices, not registers (PTX leaves wmma fragments unspecified;
-    the evaluator takes block-scaled forms at matrix level)."""
-    return form.family == "wmma.mma" or bool(form.block_scale)
+    the evaluator takes block-scaled forms at matrix level; a wgmma's operands are a warpgroup's
+    128 threads of registers plus a shared-memory image and descriptors, so its vectors are the
+    matrices A [64, K], B [K, N], C [64, N] the instruction multiplies)."""
+    return form.family in ("wmma.mma", "wgmma") or bool(form.block_scale)
 
 
 def dims(form: Form) -> tuple[int, int, int, int, int]:
@@ -73,14 +75,22 @@ def dims(form: Form) -> tuple[int, int, int, int, int]:
 
 
 def meta(form: Form):
+    """The form's sparse metadata rules.  A sparse wgmma has none of its own in specs/metadata.toml:
+    each of its warps reads 16 rows as the mma.sp form of the same types does (the evaluator's
+    rule, silicon-checked), so its per-row rules (granularity, legal index pairs, chunks per row)
+    are that form's; only per-row properties are read through it here."""
     from ..metadata import meta as _meta
 
+    if form.family == "wgmma":
+        from ..evaluate import _sp_twin
+
+        return _meta(_sp_twin(form))
     return _meta(form)
 
 
 def numerics_kw(form: Form, arch) -> dict[str, Any]:
     """The keyword arguments the evaluator passes to ``formal.numerics`` for this form."""
-    return dict(atype=form.atype, btype=form.btype, ctype=form.ctype, dtype=form.dtype, arch=arch,
+    return dict(atype=form.atype, btype=form.btype, ctype=form.c_type, dtype=form.dtype, arch=arch,
                 satfinite=form.satfinite, bitop=form.bitop, rounding=form.rounding, kind=form.kind,
                 stype=form.stype, shape=form.mnk, sparse=form.is_sparse)
 
@@ -139,7 +149,7 @@ class Canvas:
 
         self.A = bg(form.atype, (P, M, Ka), "a")
         self.B = bg(form.btype, (P, K, N), "b")
-        self.C = bg(form.ctype, (P, M, N), "c")
+        self.C = bg(form.c_type, (P, M, N), "c")
         self.sel = None
         self.nib = None
         if form.is_sparse:
@@ -255,6 +265,24 @@ def dense_a(form: Form, A: np.ndarray, nib: np.ndarray) -> np.ndarray:
             for j, off in enumerate(fm.offsets(int(nib[m, ch]))):
                 out[m, ch * w + off] = A[m, ch * s + j]
     return out
+
+
+def compress_rows(form: Form, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Dense structured-sparse A [M, K] -> (stored A [M, K/2], nibbles [M, chunks]): the inverse of
+    :func:`dense_a`, by the metadata module's own compression (``formal.metadata.compress``, whose
+    canonical padding the evaluator's matrix level uses too), block by block of the rows one
+    metadata table covers (16 for a wgmma warp)."""
+    from ..metadata.storage import _read, compress
+
+    fm = meta(form)
+    A = np.asarray(A, np.uint64)
+    stored, nibs = [], []
+    for r in range(0, A.shape[0], fm.rows):
+        a, e = compress(fm.form, A[None, r:r + fm.rows], sel=fm.selectors[0])
+        s, nib = _read(fm, a, e, fm.selectors[0], allow_ub=False)
+        stored.append(np.asarray(s, np.uint64).reshape(fm.rows, -1))
+        nibs.append(np.asarray(nib[0], np.int64))
+    return np.concatenate(stored), np.concatenate(nibs)
 
 
 def idle_words(form: Form, rng: np.random.Generator, T: int) -> np.ndarray:
@@ -391,7 +419,7 @@ def observed_points(form: Form, inputs: dict[str, np.ndarray], expected: np.ndar
     """Points a case hits whatever it was built for: special or subnormal inputs, special outputs."""
     pts: list[str] = []
     mats = is_matrix_level(form)
-    for op, key, t in (("a", "A", form.atype), ("b", "B", form.btype), ("c", "C", form.ctype)):
+    for op, key, t in (("a", "A", form.atype), ("b", "B", form.btype), ("c", "C", form.c_type)):
         f = get_format(t)
         if f.cls != "float":
             continue
@@ -427,8 +455,11 @@ def case_draft(form: Form, case) -> "Draft":
     P, M, N, K, Ka = dims(form)
     if case.level == "matrix":
         A = np.asarray(case.inputs["A"], np.uint64)
+        nib = None
+        if form.is_sparse:           # the terms the hardware multiplies: the stored order, not the dense row
+            A, nib = compress_rows(form, A)
         d = Draft([], "", A=A[None], B=np.asarray(case.inputs["B"], np.uint64)[None],
-                  C=np.asarray(case.inputs["C"], np.uint64)[None])
+                  C=np.asarray(case.inputs["C"], np.uint64)[None], nib=nib)
         if "scale_a" in case.inputs:
             d.scale_a, d.scale_b = case.inputs["scale_a"], case.inputs["scale_b"]
         return d

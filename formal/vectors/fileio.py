@@ -83,7 +83,7 @@ def _reg_bits(vs_or_form, op: str) -> int:
 def _elem_bits(form, key: str) -> int:
     from ..numerics.formats import get_format
 
-    t = {"A": form.atype, "B": form.btype, "C": form.ctype, "D": form.dtype,
+    t = {"A": form.atype, "B": form.btype, "C": form.c_type, "D": form.dtype,
          "scale_a": form.stype, "scale_b": form.stype}[key]
     return get_format(t).bits
 

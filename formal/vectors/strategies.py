@@ -180,7 +180,7 @@ def fragments(draw, opcode, T: int = 1, sel: int | None = None, a=None, b=None, 
     P, M, N, K, Ka = dims(form)
     sa = a if a is not None else elements(form.atype)
     sb = b if b is not None else elements(form.btype)
-    sc = c if c is not None else elements(form.ctype)
+    sc = c if c is not None else elements(form.c_type)
     A = _codes(draw, sa, T * P * M * Ka).reshape(T, P, M, Ka)
     B = _codes(draw, sb, T * P * K * N).reshape(T, P, K, N)
     C = _codes(draw, sc, T * P * M * N).reshape(T, P, M, N)

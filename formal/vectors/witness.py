@@ -82,7 +82,7 @@ def _val(code: int, t: str) -> Any:
 def element_tags(form: Form, a, b, c: int) -> list[str]:
     """Points an element's own inputs hit (not its warp's): NaN/Inf/subnormal/-0 per operand."""
     out = []
-    for op, x, t in (("a", a, form.atype), ("b", b, form.btype), ("c", [c], form.ctype)):
+    for op, x, t in (("a", a, form.atype), ("b", b, form.btype), ("c", [c], form.c_type)):
         f = get_format(t)
         if f.cls != "float":
             continue
@@ -195,10 +195,10 @@ def failing_elements(vs: VectorSet, got: list[np.ndarray], limit: int = ELEMENT_
                 case.id, p, m, n, at.get((p, m, n), ["background"] if case.targets else list(case.points)), element_tags(form, a, b, c),
                 _hex(e, form.dtype), _hex(gg, form.dtype),
                 {int(ks[j]): _hex(a[j], form.atype) for j in nz}, {int(ks[j]): _hex(b[j], form.btype) for j in nz},
-                _hex(c, form.ctype),
+                _hex(c, form.c_type),
                 {"a": {int(ks[j]): _val(int(a[j]), form.atype) for j in nz},
                  "b": {int(ks[j]): _val(int(b[j]), form.btype) for j in nz},
-                 "c": _val(c, form.ctype), "expected": _val(e, form.dtype), "got": _val(gg, form.dtype)},
+                 "c": _val(c, form.c_type), "expected": _val(e, form.dtype), "got": _val(gg, form.dtype)},
                 len(nz)))
             if len(out) >= limit:
                 return out
@@ -249,10 +249,10 @@ def reduce_element(vs: VectorSet, w: ElementWitness, run: Callable, arch) -> dic
         return {"note": f"not reduced: {type(ex).__name__}: {ex}"}
     nz = [j for j in range(len(a)) if a[j] or b[j]]
     return {"a": {int(ks[j]): _hex(a[j], form.atype) for j in nz}, "b": {int(ks[j]): _hex(b[j], form.btype) for j in nz},
-            "c": _hex(c, form.ctype), "terms": len(nz), "expected": _hex(int(e[0]), form.dtype),
+            "c": _hex(c, form.c_type), "terms": len(nz), "expected": _hex(int(e[0]), form.dtype),
             "got": _hex(int(g[0]), form.dtype),
             "values": {"a": {int(ks[j]): _val(int(a[j]), form.atype) for j in nz},
-                       "b": {int(ks[j]): _val(int(b[j]), form.btype) for j in nz}, "c": _val(c, form.ctype)}}
+                       "b": {int(ks[j]): _val(int(b[j]), form.btype) for j in nz}, "c": _val(c, form.c_type)}}
 
 
 def evaluate_inputs_level(form: Form, inputs, sels, arch, level: str):
@@ -274,9 +274,11 @@ def evaluate_inputs_level(form: Form, inputs, sels, arch, level: str):
 def _candidates(form: Form, arch) -> list[tuple[str, str, Any]]:
     """(label, what, model) of every known wrong variant and every other architecture model."""
     from ..numerics.archs import MODELS
+    from .coverage import point_name
     from .distinguish import mechanisms, supports
 
-    out = [(m.point.replace(" ", "_"), m.what, m.variant) for m in mechanisms(form, arch)]
+    # labelled as the coverage points that carry them (a cause names the point built for it)
+    out = [(point_name(m.point), m.what, m.variant) for m in mechanisms(form, arch)]
     ref = getattr(arch, "name", str(arch))
     for name in MODELS:
         if name != ref and supports(form, name):
@@ -354,6 +356,9 @@ def root_causes(form: Form, arch, elems: list[ElementWitness], vs: VectorSet | N
         except Exception:
             expl.pop((label, what), None)
             continue
+    for label, what, hit in _exchanges(form, arch, elems, drafts, G):
+        expl[(label, what)] = hit
+        wrong[(label, what)] = 0
     left = np.ones(len(elems), bool)
     groups = []
     while left.any() and expl:
@@ -376,6 +381,59 @@ def root_causes(form: Form, arch, elems: list[ElementWitness], vs: VectorSet | N
         for i in idx:
             elems[i].cause = "unexplained"
     return groups
+
+
+#: at most this many failing elements are tried against exchanged operands
+EXCHANGE_LIMIT = 2048
+
+
+def _exchanges(form: Form, arch, elems: list, drafts: dict, G: np.ndarray):
+    """Layout causes: (label, what, reproduced [len(elems)]) for "D[m][n] is the reference's
+    value for A row m' (B column n') with the element's own c" -- a fragment-layout bug
+    exchanging operand rows or columns, which no numeric variant reproduces.  The first
+    EXCHANGE_LIMIT failing elements are tried; the exchange is read off the elements exactly
+    one other row (column) reproduces, then counts every element it reproduces."""
+    from .distinguish import eval_terms
+
+    todo = range(min(len(elems), EXCHANGE_LIMIT))
+    out = []
+    for op, label in (("a", "layout:a"), ("b", "layout:b")):
+        rows, idx, alt = [], [], []
+        for i in todo:
+            w = elems[i]
+            d = drafts[w.case]
+            M, N = d.A.shape[1], d.B.shape[2]
+            c = int(d.C[w.product, w.row, w.col])
+            for o in range(M if op == "a" else N):
+                if o == (w.row if op == "a" else w.col):
+                    continue
+                a, b, _, _ = element_terms(form, d, w.product, o if op == "a" else w.row, w.col if op == "a" else o)
+                rows.append((a, b, c))
+                idx.append(i)
+                alt.append(o)
+        if not rows:
+            continue
+        D = eval_terms(form, arch, np.stack([r[0] for r in rows]), np.stack([r[1] for r in rows]),
+                       np.array([r[2] for r in rows], np.uint64))
+        match: dict[int, list[int]] = {}
+        for i, o, v in zip(idx, alt, D):
+            if int(v) == int(G[i]):
+                match.setdefault(i, []).append(o)
+        hit = np.zeros(len(elems), bool)
+        pairs: dict[int, int] = {}
+        at = (lambda i: elems[i].row) if op == "a" else (lambda i: elems[i].col)
+        for i, os_ in match.items():              # the exchange, read off elements only one row explains
+            if len(os_) == 1:
+                pairs.setdefault(at(i), os_[0])
+        for i, os_ in match.items():              # then every element it explains (ties included)
+            hit[i] = pairs.get(at(i)) in os_
+        if hit.any():
+            what = "A rows exchanged: D row {} computed from A row {}" if op == "a" else \
+                   "B columns exchanged: D column {} computed from B column {}"
+            shown = sorted(pairs.items())[:6]
+            out.append((label, "; ".join(what.format(x, y) for x, y in shown) + (" ..." if len(pairs) > 6 else ""),
+                        hit))
+    return out
 
 
 def decide_variants(vs: VectorSet, got: list[np.ndarray], arch="sm_90") -> dict[str, dict]:

@@ -536,7 +536,7 @@ def reference_element(form, arch: str = "sm_90"):
     from ..numerics.params import BlockFMA, IntegerDot, Popc
 
     model = get_model(arch)
-    key, p = model.path(form.atype, form.btype, form.ctype, form.dtype, form.kind,
+    key, p = model.path(form.atype, form.btype, form.c_type, form.dtype, form.kind,
                         scaled=bool(form.block_scale), shape=form.mnk)
     if isinstance(p, IntegerDot):
         return lambda a, b, c: integer_dot(a, b, c, p, bool(form.satfinite))
