@@ -65,8 +65,7 @@ class _Lanes:
         return v
 
     def value(self, op, ins, w=64):
-        from .machine import Machine
-        return Machine.value(self, op, ins, w)
+        return type(self.m).value(self, op, ins, w)        # the machine's operand decoding, on this slice
 
     def sym_value(self, name, ins):
         return self.m.sym_value(name, ins)
