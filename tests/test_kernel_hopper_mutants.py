@@ -104,3 +104,21 @@ def test_evidence_records_every_mutant():
             assert r["verdict"] == "refuted" and r["run_changes"], name
     t = EVID["totals"]
     assert t["false_alarms"] == 0 and t["missed"] == 0
+
+
+def test_the_silicon_confirms_every_data_mutant_and_every_rewrite():
+    """On the GPU (proofs/evidence/kernel_mutants_hopper.json, "h100"): every descriptor / layout
+    mutant changes C or faults, every dropped arrive or wrong expect_tx hangs, every rewrite gives
+    the unmutated outputs; hazard mutants may or may not show on one run (the state shows them)."""
+    ev = json.loads((ROOT / "proofs" / "evidence" / "kernel_mutants_hopper.json").read_text())
+    si = ev["h100"]
+    assert len(si) == 60 and "H200" in ev["h100_device"]
+    data = {"swizzle-mismatch", "missing-subtile-offset", "sbo-stride", "sbo-bytes", "warpgroup-rows", "imm-trans"}
+    for name, r in si.items():
+        if r["class"] in data:
+            assert r["outcome"] in ("differs", "error"), name
+        elif r["class"] in ("dropped-arrive", "wrong-expect-tx"):
+            assert r["outcome"] == "hang", name
+        elif r["class"] == "equivalent":
+            assert r["outcome"] == "same", name
+        assert not r["concern"], name
