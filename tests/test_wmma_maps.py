@@ -11,6 +11,10 @@ import pytest
 from formal.expr import Formula
 from formal.wmma import maps as mp
 
+# every test here that needs maps.properties() (about 15 s, cached per process) runs on one xdist
+# worker with test_wmma_theorems' run_all, which needs the same report (pyproject: --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("wmma_map_properties")
+
 REF = Path(__file__).resolve().parent / "data" / "reference_layouts.json"   # copy of shared/reference/layouts.json
 TP = mp.third_party()
 
@@ -285,8 +289,7 @@ def test_sm90_property_report(props):
 
 
 # -- the CLI over the same report: `wmma maps --properties` and `wmma prove` (maps.properties() is
-# computed once per process; these tests sit right after the fixture's test so that `-n` runs them
-# on the same worker, in the same chunk, and the ~15 s report is computed once)
+# computed once per process; the module's xdist group keeps them on the fixture's worker)
 
 def _cli(capsys, *argv):
     from formal.cli import main

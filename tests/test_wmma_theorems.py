@@ -111,6 +111,7 @@ def test_subbyte_permutation_from_the_spec():
     assert T._subbyte_perm(16, 1) == [7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8]
 
 
+@pytest.mark.xdist_group("wmma_map_properties")      # run_all holds maps.properties(): see test_wmma_maps
 def test_obligations_are_named_uniquely_and_expected_refutations_exist():
     obs = T.obligations(per_form=True)
     names = [o.name for o in obs]
