@@ -52,8 +52,10 @@ def test_same_vectors_in_a_fresh_process_after_other_forms_and_in_another_order(
     assert any(c.why.startswith("solver") for c in here[BF16].cases)
     # a replay from the cache gives the same vectors too
     assert generate(BF16, seed=0, count=12, coverage=COV).digest == fresh[BF16]
-    # and the digest is not blind: another seed gives other vectors
-    assert generate(BF16, seed=1, count=12, coverage=COV).digest != fresh[BF16]
+    # and the digest is not blind: another seed gives other vectors (the random model is what the
+    # seed drives; solving the other models again for seed 1 would cost seconds and add nothing)
+    assert generate(BF16, seed=1, count=12, coverage=["random"]).digest != \
+        generate(BF16, seed=0, count=12, coverage=["random"]).digest
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "hex", "npz"])
