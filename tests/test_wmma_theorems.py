@@ -11,9 +11,12 @@ import pytest
 
 from formal.wmma import theorems as T
 
+# the run_all fixture below holds maps.properties(): one xdist worker with test_wmma_maps computes it once
+pytestmark = pytest.mark.xdist_group("wmma_map_properties")
 
-def test_general_pipeline_is_proved():
-    r = T.pipeline_general()
+
+def test_general_pipeline_is_proved(quick):
+    (r,) = [r for r in quick if r.obligation == "wmma.theorem.pipeline[general]"]      # T.pipeline_general()
     assert r.proved, r.note
     assert r.smt2 and r.smt2.count("(check-sat)") == 4          # three lemmas and the composition
 
@@ -22,9 +25,17 @@ def test_den_load_identity_lemma():
     assert T.den_load_identity("X").proved
 
 
-def test_small_pipeline_with_symbolic_maps_is_proved():
-    r = T.pipeline_small()
-    assert r.proved, r.line()
+@pytest.fixture(scope="module")
+def quick():
+    """T.run_all(): every quick obligation, decided once for the tests of this module (it holds
+    maps.properties(), hence the xdist group shared with test_wmma_maps)."""
+    return T.run_all()
+
+
+def test_small_pipeline_with_symbolic_maps_is_proved(quick):
+    """T.pipeline_small() with its defaults (the obligation run_all decides)."""
+    (r,) = [r for r in quick if r.obligation == "wmma.theorem.pipeline[m2n2k2]"]
+    assert r.proved and "every fragment map symbolic" in r.statement, r.line()
 
 
 def test_pipeline_needs_coverage():
@@ -111,13 +122,11 @@ def test_subbyte_permutation_from_the_spec():
     assert T._subbyte_perm(16, 1) == [7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8]
 
 
-@pytest.mark.xdist_group("wmma_map_properties")      # run_all holds maps.properties(): see test_wmma_maps
-def test_obligations_are_named_uniquely_and_expected_refutations_exist():
+def test_obligations_are_named_uniquely_and_expected_refutations_exist(quick):
     obs = T.obligations(per_form=True)
     names = [o.name for o in obs]
     assert len(names) == len(set(names))
     assert sum(o.slow for o in obs) == 114
-    quick = T.run_all()
     got = {r.obligation for r in quick}
     for n in T.EXPECTED_REFUTED:
         assert n in got, n
