@@ -285,11 +285,6 @@ MUTANTS: dict[str, Mutant] = {
         "LBO 1 in a 128B-swizzled K-major descriptor: LBO is unused there (errata, settled on the H100)",
         expect="proved"),
 }
-MUTANTS["sbo_tri_tma_kmaj"].known = (
-    "refuted, but the witness does not name the mutated descriptor: the first wgmma of an accumulator chain fixes "
-    "each accumulator's (m, n) from the products it brings (here columns permuted by the wrong SBO, consistently "
-    "within the wgmma), so the conflict shows at the next wgmma, whose own (correct) B descriptor the witness names; "
-    "naming the first needs the accumulator's origin recorded in formal/kernel/provenance.py")
 
 
 # Renames: registers permuted throughout the kernel (an edit of many lines: kept apart).

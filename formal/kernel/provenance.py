@@ -15,7 +15,7 @@ from functools import lru_cache
 import numpy as np
 
 from . import tags as TG
-from .parse import Unsupported
+from .parse import Reg, Unsupported, Vec
 
 _CLASS_NAMES = ["A*B", "A*B_residual", "A_residual*B", "A_residual*B_residual"]
 
@@ -101,6 +101,8 @@ class Provenance:
         self.acc_b = np.full(cap, -1, np.int64)
         self.acc_c = np.full(cap, -1, np.int64)
         self.acc_line = np.zeros(cap, np.int64)
+        self.acc_set = np.zeros(cap, np.int64)        # the line of the mma that fixed its (m, n)
+        self._line = 0                                 # the mma being checked
         self.acc_t = np.zeros(cap, np.int64)          # a thread holding it after its last mma
         self.acc_regs = {}                             # mma line -> (a regs, b regs)
         self.acc_add = np.zeros(cap, bool)
@@ -127,9 +129,9 @@ class Provenance:
         need = self.nacc + n
         if need > len(self.acc_m):
             cap = max(need, 2 * len(self.acc_m))
-            for k in ("acc_m", "acc_n", "acc_b", "acc_c", "acc_line", "acc_t"):
+            for k in ("acc_m", "acc_n", "acc_b", "acc_c", "acc_line", "acc_set", "acc_t"):
                 a = getattr(self, k)
-                na = np.full(cap, -1 if k not in ("acc_line", "acc_t") else 0, np.int64)
+                na = np.full(cap, -1 if k not in ("acc_line", "acc_set", "acc_t") else 0, np.int64)
                 na[:len(a)] = a
                 setattr(self, k, na)
             na = np.zeros(cap, bool)
@@ -298,13 +300,14 @@ class Provenance:
             had = old >= 0
             self.acc_issue[fresh] = 0
             if had.any():                        # copy: d is a new accumulator built on c's
-                for k in ("acc_m", "acc_n", "acc_b", "acc_c", "acc_add", "acc_issue"):
+                for k in ("acc_m", "acc_n", "acc_b", "acc_c", "acc_set", "acc_add", "acc_issue"):
                     arr = getattr(self, k)
                     arr[fresh[had]] = arr[old[had]]
                 self.kbits[fresh[had]] = self.kbits[old[had]]
         if from_prev.any():
             fi, oi = ids[from_prev], prev_ids[from_prev]
             self.acc_m[fi], self.acc_n[fi], self.acc_b[fi] = self.acc_m[oi], self.acc_n[oi], self.acc_b[oi]
+            self.acc_set[fi] = self.acc_set[oi]
             self.acc_add[fi] = True
             self.kbits[fi] = 0
             self.acc_issue[fi] = self.acc_issue[oi]
@@ -349,6 +352,7 @@ class Provenance:
         self.acc_regs[ins.line] = (_reg_names(regs["a"]), _reg_names(regs["b"]))
         self.acc_c[ids.ravel()] = self.contracts.index(con)
         rest = np.ones(W, bool)
+        self._line = ins.line
         if fast:
             rest = ~self._products_fast(con, ids, At, Ai, Bt, Bi, a_res, b_res)
         if rest.all():
@@ -476,6 +480,7 @@ class Provenance:
             if unset.any():
                 self.acc_m[ids4[unset]] = am4[unset]
                 self.acc_n[ids4[unset]] = bn4[unset]
+                self.acc_set[ids4[unset]] = self._line
                 self.acc_b[ids4[unset]] = ab4[unset]
             wrong_mn = ok & ((self.acc_m[ids4] != am4) | (self.acc_n[ids4] != bn4) | (self.acc_b[ids4] != ab4))
             if wrong_mn.any():
@@ -880,10 +885,34 @@ class Provenance:
         pos = j if col else i                       # the holder: of B's column, else of A's row
         t, reg, path, note = self._holder(tids, w, hl[pos], hr[pos], regs, ins)
         a = int(ids[w, i, j])
+        origin = int(self.acc_set[a])
+        if origin and origin != ins.line:
+            path = self._origin_path(origin, t, col, ins, reg, path)
         return self.m.issue((p, "mn"), "wrong-element", ins, t, reg,
                             lambda: f"k slot {kk}: {self._describe(at[w, i, j])} x {self._describe(bt[w, i, j])} "
                             f"(a product for ({int(am[w, i, j])}, {int(bn[w, i, j])})){note}",
                             f"products for the accumulator's element ({self.acc_m[a]}, {self.acc_n[a]})", path=path)
+
+    def _origin_path(self, line, t, col, ins, reg, path):
+        """A witness path that starts at the earlier mma which fixed the accumulator's (m, n) (its B
+        operand when the column is wrong, else its A): that mma's operand may be the wrong one."""
+        m = self.m
+
+        def full():
+            mi = next((x for x in m.instrs if x.line == line), None)
+            pre = []
+            if mi is not None and len(mi.ops) > 2:
+                op = mi.ops[2 if col else 1]
+                names = [x.name for x in op.items if isinstance(x, Reg)] if isinstance(op, Vec) else \
+                    ([op.name] if isinstance(op, Reg) else [])
+                if names:
+                    pre = list(m.path_of(names[0], t))
+                pre.append((mi.line, mi.text))
+            rest = path() if callable(path) else path
+            if rest is None:
+                rest = m.path_of(reg, t) if reg else [(ins.line, ins.text)]
+            return pre + [x for x in rest if x not in pre]
+        return full
 
     def _wit_dup(self, ins, p, tids, at, bad, hl, hr, regs, con, am, ak, bn, cls):
         w, i, j = map(int, np.argwhere(bad)[0])
@@ -1016,6 +1045,7 @@ class Provenance:
             self.acc_m[ids_s[u]] = np.broadcast_to(rows[w][:, :, None], u.shape)[u]
             self.acc_n[ids_s[u]] = np.broadcast_to(cols[w][:, None, :], u.shape)[u]
             self.acc_b[ids_s[u]] = b0[w][g]
+            self.acc_set[ids_s[u]] = self._line
         for c, wd in pairs:
             sel = add[w, c, wd] != 0
             if sel.any():
