@@ -163,6 +163,7 @@ def _wheel_readme_examples(venv):
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
+@pytest.mark.slow          # a wheel built and installed into a fresh venv (~11 s): slow; CI installs the checkout itself (.ci/run)
 def test_wheel_works_from_outside_the_repo(tmp_path):
     """One test (one wheel build, also under xdist): build, install into a fresh venv, run from elsewhere."""
     venv = _venv(tmp_path)

@@ -40,6 +40,7 @@ def _fresh(*opcodes):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow          # a second interpreter solving two forms again (~12 s): slow; the in-process order tests stay in CI
 def test_same_vectors_in_a_fresh_process_after_other_forms_and_in_another_order():
     fresh = _fresh(BF16, F16)                  # bf16 first in a fresh process, then f16
     here = {}
