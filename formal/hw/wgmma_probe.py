@@ -738,6 +738,35 @@ def sparse_desc_probes(T: int = 8, seed: int = 20261130) -> list[Probe]:
     return out
 
 
+def witness_probes(path: str = "proofs/evidence/mmasim_wgmma_grading.json") -> list[Probe]:
+    """The reduced witnesses where MMA-Sim's wgmma model departs from the spec's (element (0, 0),
+    every other element zero): one CTA each, so the silicon says which of the two it computes."""
+    if not os.path.exists(path):
+        return []
+    out = []
+    for f in json.load(open(path))["forms"]:
+        w = f.get("vectors", {}).get("witness")
+        if not w:
+            continue
+        red = w["reduced"]
+        dt, at, bt = f["qualifier"].split(".")[-3:]
+        shape = f["qualifier"].split(".")[0]
+        k = WgKernel(_kname("mw", dt, at, bt), shape, dt, at, bt, asrc="reg", img=4096)
+        n, K = k.n, k.k
+        A = np.zeros((1, 64, K), np.uint64)
+        B = np.zeros((1, K, n), np.uint64)
+        C = np.zeros((1, 64, n), np.uint64)
+        for kk, v in red["a"].items():
+            A[0, w["row"], int(kk)] = int(v, 16)
+        for kk, v in red["b"].items():
+            B[0, int(kk), w["col"]] = int(v, 16)
+        C[0, w["row"], w["col"]] = int(red["c"], 16)
+        out.append(_numerics_probe("mmasim_witness", f"mw.{f['qualifier']}", k, A, B, C, np.ones(1),
+                                   {"kind": "mmasim_witness", "form": f["form"], "row": w["row"], "col": w["col"],
+                                    "spec": red["expected"], "mmasim": red["got"], "cause": w["cause"]}))
+    return out
+
+
 # --------------------------------------------------------------------------------- vectors
 # Matrix-level vectors written by `ptx-formal vectors <wgmma form> --level matrix --format npz`
 # (dense forms): each case runs as one CTA with A in registers and B K-major in shared memory,
@@ -765,7 +794,7 @@ GROUPS = {"layout": lambda: dlayout_probes() + alayout_probes(), "readout": read
           "numerics": lambda: [p for p in numerics_probes() if p.group == "numerics"],
           "numx": lambda: [p for p in numerics_probes() if p.group == "numx"],
           "sparse": sparse_probes, "validate": validation_probes,
-          "sparse_desc": sparse_desc_probes,
+          "sparse_desc": sparse_desc_probes, "mmasim_witness": witness_probes,
           "vectors": lambda: vector_probes(os.environ.get("WG_VECTORS", ".devdata/wgvec"))}
 
 
