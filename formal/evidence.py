@@ -152,6 +152,12 @@ def table() -> str:
                      f"dense forms), {wv['device'].split(' (')[0]}", f"{sum(f['cases'] for f in wv['forms'].values()):,} "
                      f"vectors, {wv['elements']:,} elements", f"{wv['differing']} elements differ from the vectors' "
                      f"expected D"))
+    mw = _load("mmasim_wgmma_witnesses_h200.json")
+    if mw:
+        rows.append((f"MMA-Sim's wgmma departures from the spec (docs/wgmma.md), each reduced witness run as wgmma, "
+                     f"{mw['device'].split(' (')[0]}", f"{len(mw['probes'])} witnesses",
+                     f"the silicon gives the spec's value in {mw['silicon_is_spec']}, MMA-Sim's in "
+                     f"{mw['silicon_is_mmasim']}"))
     sx = _load("wgmma_smem_probes_h200.json")
     if sx:
         rows.append((f"wgmma descriptors, what the first run left open ({sx['question']}), {sx['gpu']['name']}",
