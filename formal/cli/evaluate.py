@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 
-from ..catalog import BadArgument, parse
+from ..catalog import parse
 from . import InputError
 
 

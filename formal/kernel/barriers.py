@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .parse import Imm, Pair, Reg, Sym, Unsupported
+from .parse import Reg, Unsupported
 from .values import U64
 
 

@@ -13,10 +13,10 @@ import numpy as np
 
 from . import tags as TG
 from . import values as V
-from .values import GLOBAL_BASE, LOCAL_WINDOW, PARAM_BASE, SHARED_WINDOW, U64, _type_of
+from .values import LOCAL_WINDOW, SHARED_WINDOW, U64, _type_of
 from .memory import (_SPACES, _bytes_to_val, _check_align, _read_bytes, _shared_read_checks, _space, _val_to_bytes,  # noqa: F401
                      _write_bytes, addresses, resolve)
-from .parse import Addr, Imm, Instr, Pair, Reg, Sym, Unsupported, Vec
+from .parse import Imm, Instr, Pair, Reg, Sym, Unsupported, Vec
 
 _NOOP = ("membar", "prefetch", "prefetchu", "griddepcontrol", "nanosleep", "pmevent", "trap", "brkpt")
 

@@ -15,7 +15,6 @@ checker (:mod:`formal.kernel.provenance`).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import tags as TG
-from . import values as V
-from .values import GLOBAL_BASE, LOCAL_WINDOW, PARAM_BASE, SHARED_WINDOW, U64, _type_of
-from .parse import Addr, Imm, Instr, Pair, Reg, Sym, Unsupported, Vec
+from .values import GLOBAL_BASE, LOCAL_WINDOW, PARAM_BASE, SHARED_WINDOW, U64
+from .parse import Addr, Reg, Unsupported
 
 _SPACES = ("global", "shared", "local", "param", "const")
 

@@ -9,7 +9,7 @@ address of (m, n), the accumulator of (m, n) with every k of the contract.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np

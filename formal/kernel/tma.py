@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .parse import Addr, Imm, Reg, TensorAddr, Unsupported, Vec
+from .parse import Imm, Reg, TensorAddr, Unsupported
 from .values import GLOBAL_BASE, PARAM_BASE, U64
 
 

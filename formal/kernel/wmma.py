@@ -15,9 +15,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import tags as TG
 from .values import U64
-from .parse import Imm, Reg, Unsupported, Vec
+from .parse import Reg, Unsupported, Vec
 
 _MATRIX_TYPE = {"a": "atype", "b": "btype", "c": "ctype", "d": "dtype"}
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from .xp import fused, np, on_host
 
-from .formats import E16_ZERO, ZERO_EXP, Decoded, Format, bitlen, decode, encode, get_format
+from .formats import ZERO_EXP, Decoded, Format, bitlen, decode, encode, get_format
 from .params import BlockFMA
 
 #: alignment exponent given to zero terms: far below any real exponent, so a zero
