@@ -270,9 +270,10 @@ def test_the_mma_sync_fp8_path_is_identified():
 
     rep = identify(E4M3, mma_sync_path, level="matrix")
     assert rep.identified == ["sm_90 mma.sync fp8 path"], rep.mismatches
-    # other tests may register sm_90 variants (silicon-run models) that agree on these vectors: listed after sm_90
+    # other tests register models in the process (fitted silicon runs, variants) that may agree on these
+    # vectors: they are listed after the built-in sm_90
     got = identify(E4M3, wgmma_model("right"), level="matrix").identified
-    assert got[0] == "sm_90" and all(n.startswith("sm_90") for n in got), got
+    assert got[0] == "sm_90", got
     assert "sm_90 mma.sync fp8 path" not in got
 
 
