@@ -18,6 +18,7 @@ import pytest
 
 from formal import catalog as cat
 from formal import legality, parse, parse_instruction
+from formal.catalog.examples import _vectors
 
 SEEDS = os.environ.get("PTX_FORMAL_SEEDS", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "seeds"))
 SEED_FILES = sorted(glob.glob(os.path.join(SEEDS, "*.txt")))
@@ -57,20 +58,6 @@ needs_seeds = pytest.mark.skipif(not SEED_FILES, reason=f"seed texts not found u
 @needs_seeds
 def test_checked_in_examples_match_the_seeds():
     assert _checked_in() == _all_examples(), "regenerate tests/data/seed_examples.txt from the seeds"
-
-
-def _vectors(operands: str) -> list[list[str]]:
-    """The brace-enclosed register vectors of an operand list, in order."""
-    out, depth, cur = [], 0, ""
-    for ch in operands:
-        if ch == "{":
-            depth, cur = depth + 1, ""
-        elif ch == "}":
-            depth -= 1
-            out.append([x.strip() for x in cur.split(",") if x.strip()])
-        elif depth:
-            cur += ch
-    return out
 
 
 def _documented_target(form: cat.Form) -> tuple[str, str]:
