@@ -13,6 +13,8 @@ import functools
 
 import numpy as np
 
+from wrong_models import _enc          # one rounding into .f32 / .f16, shared with the mma.sync models
+
 # exponent bits, fraction bits, low container bits ignored, NaN/Inf style
 _FMT = {"f16": (5, 10, 0, "ieee"), "bf16": (8, 7, 0, "ieee"), "tf32": (8, 10, 13, "ieee"),
         "f32": (8, 23, 0, "ieee"), "e5m2": (5, 2, 0, "ieee"), "e4m3": (4, 3, 0, "fn")}
@@ -49,34 +51,6 @@ def _dec_raw(code, t):
     if ef == 0:
         return "fin", neg, fr, 1 - bias, mb
     return "fin", neg, fr | (1 << mb), ef - bias, mb
-
-
-def _enc(neg, S, lsb, t, mode, keep=None):
-    """(-1)**neg * S * 2**lsb rounded once into t keeping ``keep`` fraction bits (all when
-    None); Inf on overflow, every zero +0."""
-    eb, mb, _, _ = _FMT[t]
-    keep = mb if keep is None else keep
-    bias = (1 << (eb - 1)) - 1
-    if S == 0:
-        return 0
-    q = max(S.bit_length() - 1 + lsb, 1 - bias) - keep           # exponent of the result's last kept bit
-    sh = q - lsb
-    if sh <= 0:
-        m = S << -sh
-    else:
-        m, rem = S >> sh, S & ((1 << sh) - 1)
-        if mode == "rn" and (rem > (1 << (sh - 1)) or (rem == (1 << (sh - 1)) and m & 1)):
-            m += 1
-    if m == 0:
-        return 0
-    if m >> (keep + 1):
-        m, q = m >> 1, q + 1
-    m <<= mb - keep
-    e = q + keep                                                  # exponent of the leading bit
-    ef = 0 if m < (1 << mb) else e + bias
-    if ef >= (1 << eb) - 1:
-        return (neg << (eb + mb)) | (((1 << eb) - 1) << mb)
-    return (neg << (eb + mb)) | (ef << mb) | (m & ((1 << mb) - 1))
 
 
 def block(terms, c, dt, F, floor, mode, keep=None):

@@ -99,14 +99,16 @@ def _dec(code: int, t: str):
     return "fin", neg, fr | (1 << mb), ef - bias, mb
 
 
-def _enc(neg: int, S: int, lsb: int, t: str, mode: str) -> int:
-    """(-1)**neg * S * 2**lsb (S >= 0) rounded once into t (RZ, or RN ties to even), gradual
-    underflow, +-Inf on overflow even in RZ; every zero result is +0."""
+def _enc(neg: int, S: int, lsb: int, t: str, mode: str, keep: int | None = None) -> int:
+    """(-1)**neg * S * 2**lsb (S >= 0) rounded once into t (RZ, or RN ties to even) keeping
+    ``keep`` fraction bits (all of t's when None), gradual underflow, +-Inf on overflow even in
+    RZ; every zero result is +0."""
     eb, mb, _ = _FMTS[t]
+    keep = mb if keep is None else keep
     bias = (1 << (eb - 1)) - 1
     if S == 0:
         return 0
-    q = max(S.bit_length() - 1 + lsb, 1 - bias) - mb          # exponent of the result's unit
+    q = max(S.bit_length() - 1 + lsb, 1 - bias) - keep        # exponent of the result's last kept bit
     sh = q - lsb
     if sh <= 0:
         m = S << -sh
@@ -116,9 +118,10 @@ def _enc(neg: int, S: int, lsb: int, t: str, mode: str) -> int:
             m += 1
     if m == 0:
         return 0
-    if m >> (mb + 1):
+    if m >> (keep + 1):
         m, q = m >> 1, q + 1
-    ef = 0 if m < (1 << mb) else q + mb + bias
+    m <<= mb - keep
+    ef = 0 if m < (1 << mb) else q + keep + bias
     if ef >= (1 << eb) - 1:
         return (neg << (eb + mb)) | (((1 << eb) - 1) << mb)
     return (neg << (eb + mb)) | (ef << mb) | (m & ((1 << mb) - 1))
