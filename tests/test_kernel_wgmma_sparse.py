@@ -78,3 +78,14 @@ def test_check_declines_the_sparse_data_path_by_line():
     with pytest.raises(kernel.Unsupported) as e:
         kernel.check(mod, spec)
     assert e.value.line == line and "wgmma.mma_async.sp" in str(e.value)
+
+
+def test_illegal_metadata_is_undefined_behaviour_with_a_witness():
+    """Metadata 0b0000 (both indices of a chunk 0) is undefined behaviour (9.7.15.6.1): `run` says
+    so with a witness on the wgmma and the metadata register's path, as for mma.sp."""
+    p = DESC_PROBES[sorted(DESC_PROBES)[0]]
+    mod, spec, bufs = launch(p, 1)
+    bufs["e"] = np.zeros_like(bufs["e"])
+    r = kernel.run(mod, spec, bufs)
+    (w,) = [w for w in r.witnesses if w.kind == "undefined"]
+    assert "wgmma.mma_async.sp" in w.instruction and w.register == "%e0" and "repeated index 0" in w.arrived

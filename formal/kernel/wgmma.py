@@ -206,12 +206,18 @@ def _mma_async(m, p, ins, exe, form, tids):
         if m.mma_bits:
             scales = dict(arch=m.arch, scale_d=sd, imm_scale_a=imm.get("imm-scale-a", 1),
                           imm_scale_b=imm.get("imm-scale-b", 1))
+            from ..metadata.storage import UndefinedBehavior
             try:
                 D = (wgmma_compressed(form, A, e, int(sel.value), B, C, **scales) if form.is_sparse
                      else wgmma_matrices(form, A, B, C, **scales))
-            except EvalError as e:
-                raise Unsupported(ins.line, ins.text, str(e)) from None
-            d_out = layout.pack(form, "d", D)
+                d_out = layout.pack(form, "d", D)
+            except UndefinedBehavior as ex:        # illegal metadata / selector: as mma.sp (kernel/mma.py)
+                m.witness("undefined", ins, int(tids[0, 0]), byname["sp-meta"].name
+                          if isinstance(byname["sp-meta"], Reg) else "", f"sparse metadata / selector: {ex}",
+                          "legal metadata and selector (9.7.15.6.1)")
+                d_out = np.zeros_like(d_in)
+            except EvalError as ex:
+                raise Unsupported(ins.line, ins.text, str(ex)) from None
         else:
             d_out = np.zeros_like(d_in)
         dtags = None
