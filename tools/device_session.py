@@ -187,8 +187,6 @@ def step_wgmma(out, gpu):
     """wgmma probes (formal/hw/wgmma_probe.py): layouts, descriptor readouts, numerics; the
     inputs are built here (deterministic) and their sha256 recorded, so the analysis can
     rebuild them on any machine and check they are the same."""
-    import hashlib
-
     from formal.hw import wgmma_probe as wp
 
     d = os.path.join(out, "wgmma")
@@ -197,7 +195,7 @@ def step_wgmma(out, gpu):
     dig = {}
     for g in meta["groups"]:
         z = np.load(os.path.join(d, f"in_{g}.npz"))
-        dig[g] = {k: hashlib.sha256(np.ascontiguousarray(z[k]).tobytes()).hexdigest()[:16] for k in z.files}
+        dig[g] = {k: wp.input_digest(z[k]) for k in z.files}
     json.dump(dig, open(os.path.join(d, "input_digests.json"), "w"))
     wp.run_dir(d, log=lambda m: print(m, flush=True))
     for f in os.listdir(d):

@@ -43,12 +43,8 @@ def main(argv=None) -> int:
     dig = json.load(open(os.path.join(a.run, "input_digests.json")))
     groups = a.groups.split(",")
     probes = wp.all_probes(groups)
-    bad = 0
-    for p in probes:
-        for k, v in p.inputs.items():
-            if dig[p.group][f"{p.key}.{k}"] != hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest()[:16]:
-                bad += 1
-    assert bad == 0, f"{bad} rebuilt inputs differ from the run's"
+    bad = wp.rebuilt_differ(probes, dig)
+    assert not bad, f"{len(bad)} rebuilt inputs differ from the run's: {', '.join(bad[:5])}"
     outs = {}
     for g in groups:
         outs.update(dict(np.load(os.path.join(a.run, f"out_{g}.npz"))))

@@ -69,11 +69,11 @@ def record(outdir: str, vdir: str) -> int:
         print(f"{key:34s} {forms[key]['cases']:3d} cases {want.size:6d} elements  differing {len(bad)}")
     np.savez_compressed(os.path.join(ROOT, "tests", "data", "wgmma_vectors_h200.npz"), **arrays)
     # the device built its inputs from the same files: its digests must be this machine's
-    digests = json.load(open(os.path.join(outdir, "input_digests.json")))["vectors"]
-    here = {f"{p.key}.{n}": sha(v)[:16] for p in wp.vector_probes(vdir) for n, v in p.inputs.items()}
-    if digests != here:
-        raise SystemExit("the device's inputs are not the ones built here: "
-                         + ", ".join(sorted(k for k in here if digests.get(k) != here[k])[:5]))
+    digests = json.load(open(os.path.join(outdir, "input_digests.json")))
+    differ = wp.rebuilt_differ(wp.vector_probes(vdir), digests)
+    if differ:
+        raise SystemExit(f"the device's inputs are not the ones built here: {', '.join(differ[:5])}")
+    digests = digests["vectors"]
     ev = {"what": "ptx-formal vectors --level matrix (coverage models + 16 random cases, seed 0) for 11 dense "
                   "wgmma forms, run on the GPU by formal/hw/wgmma_probe.py (group 'vectors'); D compared with "
                   "the file's expected D bit for bit",

@@ -805,6 +805,19 @@ def all_probes(groups=("layout", "readout", "numerics", "numx")) -> list[Probe]:
     return out
 
 
+def input_digest(v) -> str:
+    """The digest a run records per input array (device_session's input_digests.json)."""
+    import hashlib
+    return hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest()[:16]
+
+
+def rebuilt_differ(probes: list[Probe], digests: dict) -> list[str]:
+    """The inputs (``key.name``) of ``probes`` rebuilt here that are not the ones a run recorded
+    (``digests``: group -> key.name -> digest): empty when the analysis reads the run's inputs."""
+    return [f"{p.key}.{n}" for p in probes for n, v in p.inputs.items()
+            if digests.get(p.group, {}).get(f"{p.key}.{n}") != input_digest(v)]
+
+
 def build(d: str, probes: list[Probe] | None = None, ptxas: str = "ptxas") -> dict:
     """Kernels assembled (ptxas, sm_90a) and every probe's inputs written to DIR."""
     os.makedirs(d, exist_ok=True)
